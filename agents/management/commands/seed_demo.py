@@ -1,0 +1,99 @@
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from agents.models import Agent, Model, ModelProvider
+from agents.services import agent_version_current
+
+DEMO_AGENTS: list[dict[str, Any]] = [
+    {
+        "slug": "assistant",
+        "name": "Assistant (auto-allowed tools)",
+        "description": "Answers questions with a calculator, the clock and web fetches.",
+        "system_prompt": "You are a helpful assistant. Use tools when they help.",
+        "tools": ["calculator", "current_time", "http_get"],
+        "permission": {"default_behavior": "allow", "rules": []},
+    },
+    {
+        "slug": "approver",
+        "name": "Note taker (writes and emails need approval)",
+        "description": "Writes notes and sends emails, each after an operator approves.",
+        "system_prompt": "You keep notes and send emails for the team.",
+        "tools": ["write_note", "send_email", "calculator", "current_time"],
+        "permission": {
+            "default_behavior": "allow",
+            "rules": [
+                {"tool": "write_note", "behavior": "ask"},
+                {"tool": "send_email", "behavior": "ask"},
+            ],
+        },
+    },
+    {
+        "slug": "helpdesk",
+        "name": "Helpdesk (asks a human)",
+        "description": "Asks a human operator whenever it needs information.",
+        "system_prompt": "When you need information, ask a human.",
+        "tools": ["ask_human", "current_time"],
+        "permission": {"default_behavior": "allow", "rules": []},
+    },
+    {
+        "slug": "manager",
+        "name": "Manager (delegates to the assistant)",
+        "description": "Hands tasks to the assistant agent and reports its answer.",
+        "system_prompt": "Delegate tasks to your assistant and report back.",
+        "tools": [],
+        "permission": {"default_behavior": "allow", "rules": []},
+        "delegates": ["assistant"],
+    },
+]
+
+
+class Command(BaseCommand):
+    help = "Create the demo model and agents, and an admin user whose password is printed once."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--admin-username", default="admin")
+        parser.add_argument(
+            "--reset-password", action="store_true", help="set a new admin password even if it exists"
+        )
+
+    @transaction.atomic
+    def handle(self, *args: Any, admin_username: str, reset_password: bool, **options: Any) -> None:
+        provider, _ = ModelProvider.objects.update_or_create(
+            slug="scripted", defaults={"name": "Scripted (offline)", "kind": ModelProvider.Kind.SCRIPTED}
+        )
+        model, _ = Model.objects.update_or_create(
+            slug="demo", defaults={"provider": provider, "upstream_model": "", "script": []}
+        )
+        agents = {}
+        for spec in DEMO_AGENTS:
+            fields = {k: v for k, v in spec.items() if k not in ("slug", "delegates")}
+            agent, _ = Agent.objects.update_or_create(slug=spec["slug"], defaults={**fields, "model": model})
+            agents[spec["slug"]] = agent
+        for spec in DEMO_AGENTS:
+            agents[spec["slug"]].delegates.set([agents[d] for d in spec.get("delegates", [])])
+        for agent in agents.values():
+            agent.full_clean()
+            agent_version_current(agent=agent)
+        self.stdout.write(f"demo agents: {', '.join(sorted(agents))} (model 'demo', scripted)")
+
+        User = get_user_model()
+        user = User.objects.filter(username=admin_username).first()
+        if user is None or reset_password:
+            password = secrets.token_urlsafe(12)
+            if user is None:
+                user = User.objects.create_superuser(admin_username, "", password)
+            else:
+                user.set_password(password)
+                user.save(update_fields=["password"])
+            self.stdout.write(
+                f"admin user {admin_username!r} password: {password}  (shown once; "
+                "`seed_demo --reset-password` sets a new one)"
+            )
+        else:
+            self.stdout.write(f"admin user {admin_username!r} exists; password unchanged")

@@ -1,0 +1,202 @@
+"""What runs: agents, their published versions, model providers and models, and the
+notes written by the `write_note` tool."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator, RegexValidator
+from django.db import models
+
+SLUG = RegexValidator(
+    r"^[a-z0-9][a-z0-9_-]{0,62}$",
+    "Use 1-63 lowercase letters, digits, '-' or '_', starting with a letter or digit.",
+)
+
+
+class ModelProvider(models.Model):
+    class Kind(models.TextChoices):
+        SCRIPTED = "scripted", "Scripted (deterministic, no network)"
+        OPENAI = "openai", "OpenAI-compatible Chat Completions"
+
+    slug = models.CharField(max_length=63, unique=True, validators=[SLUG], help_text="Provider id.")
+    name = models.CharField(max_length=200, help_text="Shown to admins.")
+    kind = models.CharField(
+        max_length=20, choices=Kind.choices, default=Kind.SCRIPTED, help_text="Client to use."
+    )
+    base_url = models.URLField(blank=True, help_text="API base URL (OpenAI-compatible providers).")
+    api_key_env = models.CharField(
+        max_length=100,
+        blank=True,
+        help_text="Name of the environment variable holding the API key.",
+    )
+    timeout_seconds = models.FloatField(
+        default=300, validators=[MinValueValidator(0.1)], help_text="Per-request timeout."
+    )
+    created_at = models.DateTimeField(auto_now_add=True, help_text="When it was added.")
+    updated_at = models.DateTimeField(auto_now=True, help_text="Last change.")
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Model(models.Model):
+    slug = models.CharField(
+        max_length=63, unique=True, validators=[SLUG], help_text="Model id agents refer to."
+    )
+    provider = models.ForeignKey(
+        ModelProvider, on_delete=models.PROTECT, related_name="models", help_text="Who serves it."
+    )
+    upstream_model = models.CharField(
+        max_length=200, blank=True, help_text="The provider's model name (OpenAI-compatible)."
+    )
+    context_window = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Max context tokens, if known."
+    )
+    script = models.JSONField(
+        default=list,
+        blank=True,
+        help_text=(
+            "Scripted models: a list of turns {text?, tool_calls?: [{name, arguments, id?}], "
+            "delay?, error?}; empty = the demo policy."
+        ),
+    )
+    created_at = models.DateTimeField(auto_now_add=True, help_text="When it was added.")
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+    def clean(self) -> None:
+        if not isinstance(self.script, list):
+            raise ValidationError({"script": "The script must be a list of turns."})
+        for index, turn in enumerate(self.script):
+            if not isinstance(turn, dict):
+                raise ValidationError({"script": f"Turn {index + 1} must be an object."})
+            for call in turn.get("tool_calls") or []:
+                if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+                    raise ValidationError(
+                        {"script": f"Turn {index + 1}: each tool call needs a 'name'."}
+                    )
+
+
+class Agent(models.Model):
+    slug = models.CharField(
+        max_length=63, unique=True, validators=[SLUG], help_text="Agent id (used in tool names)."
+    )
+    name = models.CharField(max_length=200, help_text="Shown to operators.")
+    description = models.TextField(blank=True, help_text="What it does; offered to delegators.")
+    model = models.ForeignKey(
+        Model, on_delete=models.PROTECT, related_name="agents", help_text="Model it calls."
+    )
+    system_prompt = models.TextField(blank=True, help_text="System prompt sent on every inference.")
+    tools = models.JSONField(default=list, blank=True, help_text="Names of registry tools offered.")
+    permission = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text=(
+            'Permission rules: {"default_behavior": "allow|ask|deny", '
+            '"rules": [{"tool": "<pattern>", "behavior": "allow|ask|deny"}]}.'
+        ),
+    )
+    max_rounds = models.PositiveIntegerField(
+        default=16, help_text="Stop after this many inferences (0 disables)."
+    )
+    stop_conditions = models.JSONField(
+        default=list,
+        blank=True,
+        help_text=(
+            "Extra stop policies: [{type: timeout, seconds}, {type: token_budget, max_total}, "
+            "{type: consecutive_errors, max}]."
+        ),
+    )
+    delegates = models.ManyToManyField(
+        "self",
+        symmetrical=False,
+        blank=True,
+        related_name="delegators",
+        help_text="Agents it may call as tools agent_run_<id>.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True, help_text="When it was added.")
+    updated_at = models.DateTimeField(auto_now=True, help_text="Last change.")
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+    def clean(self) -> None:
+        from . import services
+
+        errors = services.agent_config_errors(
+            tools=self.tools,
+            permission=self.permission,
+            max_rounds=self.max_rounds,
+            stop_conditions=self.stop_conditions,
+        )
+        if errors:
+            raise ValidationError(errors)
+
+
+class AgentVersion(models.Model):
+    """An immutable snapshot of an agent's configuration; a run pins the one it started with."""
+
+    agent = models.ForeignKey(
+        Agent, on_delete=models.CASCADE, related_name="versions", help_text="Agent versioned."
+    )
+    number = models.PositiveIntegerField(help_text="1, 2, 3 … per agent.")
+    spec = models.JSONField(help_text="Frozen configuration (model, prompt, tools, rules, limits).")
+    created_at = models.DateTimeField(auto_now_add=True, help_text="When it was published.")
+
+    class Meta:
+        ordering = ["agent", "-number"]
+        constraints = [
+            models.UniqueConstraint(fields=["agent", "number"], name="agentversion_unique_number")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent.slug} v{self.number}"
+
+    @property
+    def spec_dict(self) -> dict[str, Any]:
+        return dict(self.spec)
+
+
+class Note(models.Model):
+    """Written by the `write_note` tool: a real side effect worth approving."""
+
+    title = models.CharField(max_length=200, help_text="Note title.")
+    body = models.TextField(blank=True, help_text="Note text.")
+    run = models.ForeignKey(
+        "runs.Run",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="notes",
+        help_text="Run whose tool call wrote it.",
+    )
+    tool_call_id = models.CharField(
+        max_length=200, blank=True, help_text="Tool call that wrote it (idempotency key)."
+    )
+    created_at = models.DateTimeField(auto_now_add=True, help_text="When it was written.")
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            # A replayed tool call (worker killed after the write) must not write twice.
+            models.UniqueConstraint(
+                fields=["run", "tool_call_id"],
+                condition=~models.Q(tool_call_id=""),
+                name="note_unique_per_tool_call",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.title

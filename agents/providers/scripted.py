@@ -1,0 +1,164 @@
+"""The `scripted` model client: deterministic and offline.
+
+With a script it plays the model's turns in order: the turn played is the number of
+assistant messages since the last user message, so a resumed or re-run step gets the
+same turn again. Without a script it follows a small demo policy that picks a tool from
+the user's words, so the seeded demo agents behave plausibly with no network.
+Tool call ids are derived from the triggering message, so a step replayed after a crash
+calls its tools with the same ids (and idempotent tools do not act twice).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from runs.runtime.ports import CancellationToken, InferenceRequest, StreamChunk
+from runs.runtime.testing import Turn, play_turn
+from runs.runtime.types import Message, Role, TokenUsage
+
+END_OF_SCRIPT = "(end of script)"
+DEMO_WORD_DELAY = 0.03
+
+
+def _turn_position(messages: list[Message]) -> tuple[str, int]:
+    last_user = -1
+    for index, message in enumerate(messages):
+        if message.role is Role.USER:
+            last_user = index
+    anchor = messages[last_user].id if last_user >= 0 and messages[last_user].id else "start"
+    produced = sum(1 for m in messages[last_user + 1 :] if m.role is Role.ASSISTANT)
+    return str(anchor), produced
+
+
+def _call_id(anchor: str, turn: int, index: int) -> str:
+    digest = hashlib.sha1(f"{anchor}:{turn}:{index}".encode()).hexdigest()[:16]
+    return f"call_{digest}"
+
+
+def _usage(request: InferenceRequest, text: str) -> TokenUsage:
+    prompt = len(request.system_prompt.split()) + sum(len(m.text().split()) for m in request.messages)
+    completion = max(len(text.split()), 1)
+    return TokenUsage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion)
+
+
+class ScriptedModelClient:
+    name = "scripted"
+
+    def __init__(self, model_id: str, script: list[dict[str, Any]]) -> None:
+        self.model_id = model_id
+        self.script = script
+
+    def stream(self, request: InferenceRequest, cancel: CancellationToken) -> Iterator[StreamChunk]:
+        anchor, position = _turn_position(request.messages)
+        if self.script:
+            raw = self.script[position] if position < len(self.script) else {"text": END_OF_SCRIPT}
+        else:
+            raw = demo_policy(request)
+        turn = Turn(
+            text=raw.get("text", ""),
+            tool_calls=[
+                {
+                    "id": call.get("id") or _call_id(anchor, position, index),
+                    "name": call["name"],
+                    "arguments": call.get("arguments", {}),
+                }
+                for index, call in enumerate(raw.get("tool_calls") or [])
+            ],
+            delay=float(raw.get("delay", 0)),
+            error=raw.get("error"),
+            raw_arguments=raw.get("raw_arguments") or {},
+        )
+        if turn.tool_calls and raw.get("raw_arguments"):
+            # scripts address malformed arguments by call position: {"0": "{not json"}
+            turn.raw_arguments = {
+                turn.tool_calls[int(k)]["id"]: v for k, v in raw["raw_arguments"].items()
+            }
+        turn.usage = _usage(request, turn.text)
+        return play_turn(turn, cancel)
+
+
+_EMAIL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.-]+")
+_URL = re.compile(r"https?://\S+")
+_MATH = re.compile(r"[-+*/%().\d\s^]*\d[-+*/%().\d\s^]*[-+*/%^][-+*/%().\d\s^]*\d[-+*/%().\d\s^]*")
+
+
+def demo_policy(request: InferenceRequest) -> dict[str, Any]:
+    messages = request.messages
+    tools = {tool.name for tool in request.tools}
+    last_user = next((m for m in reversed(messages) if m.role is Role.USER), None)
+    if messages and messages[-1].role is Role.TOOL:
+        return {"text": _summarize(messages), "delay": DEMO_WORD_DELAY * 8}
+    text = last_user.text() if last_user else ""
+    lowered = text.lower()
+    call = _pick_tool(text, lowered, tools)
+    if call is None:
+        available = ", ".join(sorted(tools)) or "no tools"
+        return {
+            "text": (
+                f"You said: {text!r}. I am a demo agent with {available}. Try: "
+                "'write a note about lunch', 'what time is it', 'compute 6*7', "
+                "'email ops@example.com about the deploy' or 'ask a human which color'."
+            ),
+            "delay": DEMO_WORD_DELAY * 10,
+        }
+    return {"text": f"Using {call['name']}.", "tool_calls": [call], "delay": DEMO_WORD_DELAY * 3}
+
+
+def _pick_tool(text: str, lowered: str, tools: set[str]) -> dict[str, Any] | None:
+    delegates = sorted(name for name in tools if name.startswith("agent_run_"))
+    if delegates and ("delegate" in lowered or "ask agent" in lowered or len(tools) == len(delegates)):
+        return {"name": delegates[0], "arguments": {"prompt": text}}
+    if "write_note" in tools and "note" in lowered:
+        title = re.sub(r"(?i).*note( about| on| that)?", "", text).strip(" .:") or "Note"
+        return {"name": "write_note", "arguments": {"title": title[:200], "body": text[:20000]}}
+    if "send_email" in tools and ("email" in lowered or "mail" in lowered):
+        found = _EMAIL.search(text)
+        to = found.group(0) if found else "ops@example.com"
+        return {
+            "name": "send_email",
+            "arguments": {"to": [to], "subject": text[:200], "body": text[:20000]},
+        }
+    if "ask_human" in tools and ("human" in lowered or "ask" in lowered or lowered.endswith("?")):
+        return {"name": "ask_human", "arguments": {"question": text[:2000]}}
+    if "current_time" in tools and ("time" in lowered or "clock" in lowered or "date" in lowered):
+        return {"name": "current_time", "arguments": {"timezone": "UTC"}}
+    if "http_get" in tools:
+        url = _URL.search(text)
+        if url:
+            return {"name": "http_get", "arguments": {"url": url.group(0)}}
+    if "calculator" in tools:
+        expression = _MATH.search(text)
+        if expression:
+            return {
+                "name": "calculator",
+                "arguments": {"expression": expression.group(0).strip().replace("^", "**")},
+            }
+    if delegates:
+        return {"name": delegates[0], "arguments": {"prompt": text}}
+    return None
+
+
+def _summarize(messages: list[Message]) -> str:
+    results: list[str] = []
+    for message in reversed(messages):
+        if message.role is not Role.TOOL:
+            break
+        results.append(message.text())
+    parts = []
+    for raw in reversed(results):
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            parts.append(raw[:300])
+            continue
+        if isinstance(data, dict) and data.get("response"):
+            parts.append(str(data["response"])[:500])
+        elif isinstance(data, dict) and data.get("approved") is False:
+            parts.append(f"the call was rejected ({data.get('message') or 'no reason given'})")
+        else:
+            parts.append(json.dumps(data, ensure_ascii=False)[:300])
+    return "Done. " + " ".join(parts)

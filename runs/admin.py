@@ -1,0 +1,91 @@
+"""Read-only admin for the run model: runs, messages and events change only through
+services, so that every change is checkpointed and evented."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+
+from runs.models import Decision, Message, Run, RunEvent, Thread, Ticket, ToolCall
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
+
+class MessageInline(admin.TabularInline):
+    model = Message
+    fields = ("seq", "role", "content", "tool_call_id", "produced_by_run", "step_index")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Thread)
+class ThreadAdmin(ReadOnlyAdmin):
+    list_display = ("id", "title", "message_count", "open_run", "updated_at")
+    search_fields = ("id", "title")
+    inlines = [MessageInline]
+
+
+@admin.register(Message)
+class MessageAdmin(ReadOnlyAdmin):
+    list_display = ("thread", "seq", "role", "tool_call_id", "produced_by_run", "created_at")
+    list_filter = ("role",)
+    search_fields = ("thread__id",)
+
+
+class EventInline(admin.TabularInline):
+    model = RunEvent
+    fields = ("seq", "event_type", "payload", "created_at")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Run)
+class RunAdmin(ReadOnlyAdmin):
+    list_display = ("id", "agent", "status", "status_reason", "steps", "created_at", "finished_at")
+    list_filter = ("status", "agent")
+    list_select_related = ("agent",)
+    search_fields = ("id", "thread__id")
+    inlines = [EventInline]
+
+
+@admin.register(ToolCall)
+class ToolCallAdmin(ReadOnlyAdmin):
+    list_display = ("call_id", "tool_name", "status", "run", "updated_at")
+    list_filter = ("status", "tool_name")
+
+
+@admin.register(Ticket)
+class TicketAdmin(ReadOnlyAdmin):
+    list_display = ("id", "ticket_id", "tool_name", "status", "run", "created_at", "deadline_at")
+    list_filter = ("status", "tool_name")
+
+
+@admin.register(Decision)
+class DecisionAdmin(ReadOnlyAdmin):
+    list_display = ("ticket", "action", "actor_label", "created_at")
+    list_filter = ("action",)
+
+
+@admin.register(RunEvent)
+class RunEventAdmin(ReadOnlyAdmin):
+    list_display = ("run", "seq", "event_type", "created_at")
+    list_filter = ("event_type",)

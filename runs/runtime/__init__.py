@@ -1,0 +1,1 @@
+"""The agent runtime: plain Python, no Django (enforced by import-linter)."""

@@ -1,0 +1,257 @@
+"""Permission rules: allow / ask / deny per tool call (REFERENCE §7.3).
+
+Pattern syntax:
+  read_file                     exact tool name
+  file_*   mcp__github__*       glob on the tool name
+  Bash(npm *)                   glob on the tool's primary argument
+  Edit(file_path ~ "src/**")    glob on a named argument
+  Bash(command =~ "(?i)rm")     regex search on a named argument
+  /mcp__(gh|gl)__.*/            regex on the tool name
+Among matching rules deny > allow > ask, ties broken by specificity; no match gives the
+default behaviour (ask unless configured).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class Behavior(StrEnum):
+    ALLOW = "allow"
+    ASK = "ask"
+    DENY = "deny"
+
+
+_PRECEDENCE = {Behavior.DENY: 3, Behavior.ALLOW: 2, Behavior.ASK: 1}
+
+
+class PatternError(ValueError):
+    pass
+
+
+_ARG_PATTERN = re.compile(
+    r'^\s*(?P<field>[A-Za-z_][\w.]*)\s*(?P<op>=~|~)\s*"(?P<value>(?:[^"\\]|\\.)*)"\s*$'
+)
+_CALL_PATTERN = re.compile(r"^(?P<tool>[^()\s]+)\((?P<inner>.*)\)$", re.DOTALL)
+_TOOL_NAME = re.compile(r"^[\w*?\[\]!.-]+$")
+
+
+@dataclass(frozen=True)
+class ToolPattern:
+    source: str
+    tool_glob: str | None = None
+    tool_regex: re.Pattern[str] | None = None
+    arg_field: str | None = None  # None with arg_glob set = the primary argument
+    arg_glob: str | None = None
+    arg_regex: re.Pattern[str] | None = None
+
+    @classmethod
+    def parse(cls, source: str) -> ToolPattern:
+        text = source.strip()
+        if not text:
+            raise PatternError("empty pattern")
+        if len(text) >= 2 and text.startswith("/") and text.endswith("/"):
+            return cls(source, tool_regex=_compile(text[1:-1], source))
+        call = _CALL_PATTERN.match(text)
+        if call:
+            tool, inner = call.group("tool"), call.group("inner")
+            _check_tool_name(tool, source)
+            named = _ARG_PATTERN.match(inner)
+            if named:
+                value = named.group("value").replace('\\"', '"')
+                if named.group("op") == "=~":
+                    return cls(
+                        source,
+                        tool_glob=tool,
+                        arg_field=named.group("field"),
+                        arg_regex=_compile(value, source),
+                    )
+                return cls(source, tool_glob=tool, arg_field=named.group("field"), arg_glob=value)
+            if not inner.strip():
+                raise PatternError(f"pattern {source!r}: empty argument pattern")
+            return cls(source, tool_glob=tool, arg_glob=inner.strip())
+        _check_tool_name(text, source)
+        return cls(source, tool_glob=text)
+
+    @property
+    def is_exact_name(self) -> bool:
+        return (
+            self.tool_glob is not None
+            and not _has_glob(self.tool_glob)
+            and self.arg_glob is None
+            and self.arg_regex is None
+        )
+
+    @property
+    def specificity(self) -> int:
+        score = 0
+        if self.tool_glob is not None and not _has_glob(self.tool_glob):
+            score += 4
+        elif self.tool_glob is not None or self.tool_regex is not None:
+            score += 1
+        if self.arg_glob is not None or self.arg_regex is not None:
+            score += 2
+        return score
+
+    def matches(self, tool_name: str, arguments: Any, primary_arg: str | None) -> bool:
+        if self.tool_regex is not None:
+            return self.tool_regex.fullmatch(tool_name) is not None
+        assert self.tool_glob is not None
+        if not fnmatch.fnmatchcase(tool_name, self.tool_glob):
+            return False
+        if self.arg_glob is None and self.arg_regex is None:
+            return True
+        field_name = self.arg_field or primary_arg
+        if field_name is None:
+            return False
+        value = _lookup(arguments, field_name)
+        if value is None:
+            return False
+        text = value if isinstance(value, str) else str(value)
+        if self.arg_regex is not None:
+            return self.arg_regex.search(text) is not None
+        assert self.arg_glob is not None
+        return _glob_match(text, self.arg_glob)
+
+
+def _has_glob(text: str) -> bool:
+    return any(char in text for char in "*?[")
+
+
+def _check_tool_name(name: str, source: str) -> None:
+    if not _TOOL_NAME.match(name):
+        raise PatternError(f"pattern {source!r}: invalid tool name {name!r}")
+
+
+def _compile(expression: str, source: str) -> re.Pattern[str]:
+    try:
+        return re.compile(expression)
+    except re.error as exc:
+        raise PatternError(f"pattern {source!r}: invalid regex: {exc}") from exc
+
+
+def _lookup(arguments: Any, dotted: str) -> Any:
+    value = arguments
+    for part in dotted.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def _glob_match(text: str, pattern: str) -> bool:
+    """Globs where `**` crosses `/` and `*` does not."""
+    regex = ""
+    index = 0
+    while index < len(pattern):
+        char = pattern[index]
+        if pattern.startswith("**", index):
+            regex += ".*"
+            index += 2
+            continue
+        if char == "*":
+            regex += "[^/]*"
+        elif char == "?":
+            regex += "[^/]"
+        else:
+            regex += re.escape(char)
+        index += 1
+    return re.fullmatch(regex, text, re.DOTALL) is not None
+
+
+@dataclass(frozen=True)
+class PermissionRule:
+    pattern: ToolPattern
+    behavior: Behavior
+    scope: str = "project"
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PermissionRule:
+        if not isinstance(data, dict):
+            raise PatternError("each rule must be an object with 'tool' and 'behavior'")
+        tool = data.get("tool")
+        if not isinstance(tool, str):
+            raise PatternError("rule is missing its 'tool' pattern")
+        try:
+            behavior = Behavior(data.get("behavior"))
+        except ValueError as exc:
+            raise PatternError(
+                f"rule {tool!r}: behavior must be allow, ask or deny, got {data.get('behavior')!r}"
+            ) from exc
+        return cls(ToolPattern.parse(tool), behavior, str(data.get("scope") or "project"))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tool": self.pattern.source, "behavior": self.behavior.value, "scope": self.scope}
+
+
+@dataclass(frozen=True)
+class PermissionDecision:
+    behavior: Behavior
+    rule: PermissionRule | None
+
+
+@dataclass
+class PermissionPolicy:
+    default_behavior: Behavior = Behavior.ASK
+    rules: list[PermissionRule] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> PermissionPolicy:
+        if not data:
+            return cls()
+        if not isinstance(data, dict):
+            raise PatternError("permission config must be an object")
+        try:
+            default = Behavior(data.get("default_behavior") or "ask")
+        except ValueError as exc:
+            raise PatternError(
+                "default_behavior must be allow, ask or deny, "
+                f"got {data.get('default_behavior')!r}"
+            ) from exc
+        rules_raw = data.get("rules") or []
+        if not isinstance(rules_raw, list):
+            raise PatternError("'rules' must be a list")
+        return cls(default, [PermissionRule.from_json(rule) for rule in rules_raw])
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "default_behavior": self.default_behavior.value,
+            "rules": [rule.to_json() for rule in self.rules],
+        }
+
+    def evaluate(
+        self, tool_name: str, arguments: Any, primary_arg: str | None = None
+    ) -> PermissionDecision:
+        matching = [
+            rule for rule in self.rules if rule.pattern.matches(tool_name, arguments, primary_arg)
+        ]
+        if not matching:
+            return PermissionDecision(self.default_behavior, None)
+        best = max(
+            matching, key=lambda rule: (_PRECEDENCE[rule.behavior], rule.pattern.specificity)
+        )
+        return PermissionDecision(best.behavior, best)
+
+    def unconditionally_denied(self, tool_name: str) -> bool:
+        """An exact-name deny rule removes the tool from what the model is offered."""
+        return any(
+            rule.behavior is Behavior.DENY
+            and rule.pattern.is_exact_name
+            and rule.pattern.tool_glob == tool_name
+            for rule in self.rules
+        )
+
+
+def primary_argument(parameters: dict[str, Any] | None) -> str | None:
+    """The argument `Tool(glob)` patterns look at: the first required property, else the first."""
+    if not parameters:
+        return None
+    required = parameters.get("required") or []
+    if required:
+        return str(required[0])
+    properties = parameters.get("properties") or {}
+    return next(iter(properties), None)

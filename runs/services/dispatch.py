@@ -1,0 +1,29 @@
+"""Ringing the doorbell: enqueue `advance_run` after commit. Losing it loses nothing —
+the sweep re-dispatches due runs from the database."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from runs.models import Run
+
+logger = logging.getLogger(__name__)
+
+
+def _enqueue(run_id: str) -> None:
+    from runs.tasks import advance_run
+
+    try:
+        advance_run.delay(run_id)
+    except Exception:  # broker down: the sweep will find the run
+        logger.warning("could not enqueue run %s; the sweep will retry", run_id, exc_info=True)
+
+
+def run_dispatch(run_id: Any) -> None:
+    """Enqueue the run once the current transaction commits (immediately outside one)."""
+    Run.objects.filter(pk=run_id).update(dispatched_at=timezone.now())
+    transaction.on_commit(lambda: _enqueue(str(run_id)), robust=True)

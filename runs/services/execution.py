@@ -1,0 +1,396 @@
+"""Executing runs on workers: claim by compare-and-swap, run one segment from the last
+checkpoint, renew the lease while working, release, and the sweep that makes it durable.
+
+A task delivered twice, late or after the run moved on finds nothing to claim and does
+nothing. A worker killed mid-step loses that step only: its lease expires, the sweep makes
+the run due again and the next claim resumes from the last checkpoint.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import socket
+import threading
+from typing import Any
+
+from django.conf import settings
+from django.db import close_old_connections, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from agents.models import Agent
+from agents.resolver import VersionResolver
+from agents.services import agent_version_current
+from runs.models import Message, Run, Thread, Ticket
+from runs.runtime import types as rt
+from runs.runtime.backends import (
+    BackendControl,
+    BackendDelegateRunRequest,
+    BackendParentContext,
+    BackendRootRunRequest,
+    BackendRunOutput,
+    BackendRunResult,
+    LocalBackend,
+    map_termination,
+)
+from runs.runtime.loop import RunIdentity
+from runs.runtime.ports import CancellationToken, LeaseLostError, ToolCallContext, VersionConflictError
+from runs.services.dispatch import run_dispatch
+from runs.services.errors import ServiceError
+from runs.services.events import apply_thread_projection, events_append
+from runs.services.runs import run_request_cancel_flag
+from runs.store import (
+    OrmCheckpointStore,
+    OrmLiveSink,
+    load_messages,
+    load_open_tool_calls,
+    record_from_row,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def worker_identity() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
+
+
+def _lease() -> dt.timedelta:
+    return dt.timedelta(seconds=settings.AWAKEN_LEASE_SECONDS)
+
+
+def run_claim(*, run_id: Any, worker: str) -> int | None:
+    """Take the run if it is due or its lease expired; returns the fencing attempt."""
+    now = timezone.now()
+    with transaction.atomic():
+        claimed = (
+            Run.objects.filter(pk=run_id)
+            .exclude(status=Run.Status.DONE)
+            .filter(Q(due=True) | Q(status=Run.Status.RUNNING, lease_expires_at__lt=now))
+            .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now))
+            .update(
+                due=False,
+                lease_owner=worker,
+                lease_expires_at=now + _lease(),
+                attempt=F("attempt") + 1,
+                status=Run.Status.RUNNING,
+                status_reason="",
+                waiting=None,
+                updated_at=now,
+            )
+        )
+        if not claimed:
+            return None
+        run = Run.objects.get(pk=run_id)
+        if run.started_at is None:
+            Run.objects.filter(pk=run_id).update(started_at=now)
+        apply_thread_projection(run)
+        return run.attempt
+
+
+def run_release(*, run_id: Any, attempt: int) -> None:
+    """Give up the lease; ring again if decisions arrived while we held it."""
+    Run.objects.filter(pk=run_id, attempt=attempt).update(lease_owner="", lease_expires_at=None)
+    due = Run.objects.filter(pk=run_id, due=True).exclude(status=Run.Status.DONE).exists()
+    if due:
+        run_dispatch(run_id)
+
+
+class LeaseKeeper:
+    """Renews the lease every third of its length while a segment runs; cancels the
+    segment if another worker took the run."""
+
+    def __init__(self, run_id: Any, attempt: int, token: CancellationToken) -> None:
+        self.run_id = run_id
+        self.attempt = attempt
+        self.token = token
+        self.lost = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name=f"lease-{run_id}")
+
+    def __enter__(self) -> LeaseKeeper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _loop(self) -> None:
+        interval = max(settings.AWAKEN_LEASE_SECONDS / 3, 0.2)
+        try:
+            while not self._stop.wait(interval):
+                renewed = Run.objects.filter(pk=self.run_id, attempt=self.attempt).update(
+                    lease_expires_at=timezone.now() + _lease()
+                )
+                if not renewed:
+                    self.lost = True
+                    self.token.cancel()
+                    return
+        except Exception:
+            logger.warning("lease renewal failed for run %s", self.run_id, exc_info=True)
+        finally:
+            close_old_connections()
+
+
+def _identity(run: Run) -> RunIdentity:
+    parent = run.parent_run
+    return RunIdentity(
+        thread_id=str(run.thread_id),
+        run_id=str(run.pk),
+        agent_id=run.agent.slug,
+        parent_run_id=str(run.parent_run_id) if run.parent_run_id else None,
+        parent_thread_id=str(parent.thread_id) if parent else None,
+        parent_tool_call_id=run.parent_tool_call_id or None,
+        origin=run.origin,
+        run_mode="resume" if run.steps else "foreground",
+    )
+
+
+def _cancel_token(run_id: Any, parent: CancellationToken | None = None) -> CancellationToken:
+    def poll() -> bool:
+        return (parent is not None and parent.is_cancelled()) or run_request_cancel_flag(run_id)
+
+    return CancellationToken(poll=poll, poll_interval=0.25)
+
+
+def run_execute(*, run_id: Any, attempt: int, worker: str) -> BackendRunResult:
+    """Run one segment of a claimed run: from its last checkpoint until it ends or waits."""
+    run = Run.objects.select_related("agent", "agent_version", "parent_run").get(pk=run_id)
+    token = _cancel_token(run.pk)
+    resolver = VersionResolver(
+        {run.agent.slug: run.agent_version}, delegate_runner=_delegate_runner(run, attempt, worker)
+    )
+    request = BackendRootRunRequest(
+        agent_id=run.agent.slug,
+        messages=load_messages(run.thread_id),
+        sink=OrmLiveSink(run.pk),
+        resolver=resolver,
+        identity=_identity(run),
+        store=OrmCheckpointStore(run.pk, attempt, settings.AWAKEN_LEASE_SECONDS),
+        control=BackendControl(cancellation_token=token, decisions_attached=False),
+        previous=record_from_row(run),
+        tool_calls=load_open_tool_calls(run.pk),
+    )
+    with LeaseKeeper(run.pk, attempt, token):
+        return LocalBackend().execute_root(request)
+
+
+def run_advance(*, run_id: Any, worker: str | None = None) -> str:
+    """The body of the `advance_run` task. Returns what happened, for logs and tests."""
+    worker = worker or worker_identity()
+    attempt = run_claim(run_id=run_id, worker=worker)
+    if attempt is None:
+        return "skipped"
+    outcome = "finished"
+    try:
+        result = run_execute(run_id=run_id, attempt=attempt, worker=worker)
+        outcome = str(result.status)
+    except LeaseLostError:
+        logger.warning("run %s: lease lost to another worker; stopping", run_id)
+        return "lease_lost"
+    except VersionConflictError as exc:
+        logger.error("run %s: %s; it will be retried", run_id, exc)
+        Run.objects.filter(pk=run_id, attempt=attempt).update(due=True)
+        outcome = "conflict"
+    except Exception as exc:
+        logger.exception("run %s crashed the worker segment", run_id)
+        run_fail(run_id=run_id, attempt=attempt, message=f"internal error: {exc.__class__.__name__}: {exc}")
+        outcome = "failed"
+    finally:
+        run_release(run_id=run_id, attempt=attempt)
+    run_notify_parent(run_id=run_id)
+    return outcome
+
+
+@transaction.atomic
+def run_fail(*, run_id: Any, attempt: int | None, message: str) -> bool:
+    """End a run `done`/`error` with a message, if this worker still holds it."""
+    query = Run.objects.select_for_update().filter(pk=run_id).exclude(status=Run.Status.DONE)
+    if attempt is not None:
+        query = query.filter(attempt=attempt)
+    run = query.first()
+    if run is None:
+        return False
+    now = timezone.now()
+    termination = rt.TerminationReason.error(message)
+    run.status = Run.Status.DONE
+    run.status_reason = "error"
+    run.termination_reason = termination.to_json()
+    run.error_payload = {"message": message}
+    run.waiting = None
+    run.due = False
+    run.finished_at = now
+    run.updated_at = now
+    run.save()
+    Ticket.objects.filter(run=run, status=Ticket.Status.PENDING).update(
+        status=Ticket.Status.CANCELLED, closed_at=now
+    )
+    events_append(
+        run,
+        [
+            {"event_type": "error", "message": message, "code": "run_failed"},
+        ],
+        now=now,
+    )
+    apply_thread_projection(run)
+    return True
+
+
+# --- delegation (SPEC §2.2: child runs are durable) ----------------------------------------------
+
+
+def _child_result(child: Run) -> BackendRunResult:
+    termination = (
+        rt.TerminationReason.from_json(child.termination_reason)
+        if child.termination_reason
+        else rt.TerminationReason.suspended()
+    )
+    status = (
+        rt.BackendRunStatus.suspended()
+        if child.status == Run.Status.WAITING
+        else map_termination(termination)
+    )
+    return BackendRunResult(
+        agent_id=child.agent.slug,
+        status=status,
+        termination=termination,
+        response=child.final_output,
+        output=BackendRunOutput(text=child.final_output),
+        steps=child.steps,
+        run_id=str(child.pk),
+    )
+
+
+def _delegate_runner(parent: Run, attempt: int, worker: str) -> Any:
+    """Runs a delegate as a persisted child run, inline on this worker."""
+
+    def run_delegate(agent_id: str, prompt: str, ctx: ToolCallContext) -> BackendRunResult:
+        child = Run.objects.filter(parent_run=parent, parent_tool_call_id=ctx.call_id).select_related("agent").first()
+        if child is not None and child.status in (Run.Status.DONE, Run.Status.WAITING):
+            return _child_result(child)  # a replayed step: do not run the child twice
+        if child is None:
+            child = _child_create(parent, agent_id, prompt, ctx.call_id)
+        child_attempt = run_claim(run_id=child.pk, worker=worker)
+        if child_attempt is None:
+            return _child_result(Run.objects.select_related("agent").get(pk=child.pk))
+        try:
+            child = Run.objects.select_related("agent", "agent_version", "parent_run").get(pk=child.pk)
+            token = _cancel_token(child.pk, parent=ctx.cancel)
+            resolver = VersionResolver(
+                {child.agent.slug: child.agent_version},
+                delegate_runner=_delegate_runner(child, child_attempt, worker),
+            )
+            with LeaseKeeper(child.pk, child_attempt, token):
+                result = LocalBackend().execute_delegate(
+                    BackendDelegateRunRequest(
+                        agent_id=agent_id,
+                        messages=load_messages(child.thread_id),
+                        sink=OrmLiveSink(child.pk),
+                        resolver=resolver,
+                        parent=BackendParentContext(
+                            str(parent.pk), str(parent.thread_id), ctx.call_id
+                        ),
+                        control=BackendControl(cancellation_token=token),
+                        store=OrmCheckpointStore(child.pk, child_attempt, settings.AWAKEN_LEASE_SECONDS),
+                        identity=_identity(child),
+                    )
+                )
+        finally:
+            run_release(run_id=child.pk, attempt=child_attempt)
+        return result
+
+    return run_delegate
+
+
+@transaction.atomic
+def _child_create(parent: Run, agent_id: str, prompt: str, call_id: str) -> Run:
+    from runs.services.runs import normalize_input_messages
+    from runs.store import message_to_row
+
+    agent = Agent.objects.get(slug=agent_id)
+    thread = Thread.objects.create(title=prompt[:80], parent_thread_id=parent.thread_id)
+    messages = normalize_input_messages(prompt)
+    Message.objects.bulk_create([message_to_row(thread.pk, 1, messages[0])])
+    Thread.objects.filter(pk=thread.pk).update(message_count=1)
+    trigger = [messages[0].id] if messages[0].id else []
+    child = Run.objects.create(
+        thread=thread,
+        agent=agent,
+        agent_version=agent_version_current(agent=agent),
+        parent_run=parent,
+        parent_tool_call_id=call_id,
+        origin="subagent",
+        status=Run.Status.CREATED,
+        due=True,
+        request=rt.RunRequestSnapshot(origin="A2A", input_message_ids=trigger, input_message_count=1).to_json(),
+        input=rt.RunMessageInput(
+            thread_id=str(thread.pk), range=rt.MessageSeqRange.new(1, 1), trigger_message_ids=trigger
+        ).to_json(),
+    )
+    apply_thread_projection(child)
+    return child
+
+
+def run_notify_parent(*, run_id: Any) -> None:
+    """A finished child answers its parent's delegate ticket, so the parent resumes."""
+    from runs.services.tickets import decision_submit
+
+    child = Run.objects.select_related("agent").filter(pk=run_id, status=Run.Status.DONE).first()
+    if child is None or child.parent_run_id is None:
+        return
+    ticket = Ticket.objects.filter(
+        run_id=child.parent_run_id, ticket_id=f"delegate_run:{child.pk}", status=Ticket.Status.PENDING
+    ).first()
+    if ticket is None:
+        return
+    result = _child_result(child)
+    payload = {
+        "agent_id": result.agent_id,
+        "status": str(result.status),
+        "response": result.response,
+        "output": result.output.to_json(),
+        "steps": result.steps,
+    }
+    try:
+        decision_submit(ticket=ticket, action="respond", payload=payload, actor_label="system")
+    except ServiceError:
+        logger.info("parent ticket for child run %s was already decided", run_id)
+
+
+# --- the sweep ------------------------------------------------------------------------------------
+
+
+def runs_sweep(*, now: dt.datetime | None = None) -> dict[str, int]:
+    """Re-dispatch runs whose worker died (lease expired) and due runs with no live task;
+    fail runs that keep killing their workers."""
+    now = now or timezone.now()
+    counts = {"recovered": 0, "redispatched": 0, "given_up": 0}
+    expired = Run.objects.filter(lease_expires_at__lt=now).exclude(status=Run.Status.DONE)
+    for run_id, recoveries in expired.values_list("pk", "recoveries")[:500]:
+        if recoveries + 1 > settings.AWAKEN_MAX_ATTEMPTS:
+            if run_fail(
+                run_id=run_id,
+                attempt=None,
+                message=f"gave up after {recoveries} worker crashes while running this run",
+            ):
+                counts["given_up"] += 1
+            continue
+        taken = Run.objects.filter(pk=run_id, lease_expires_at__lt=now).update(
+            due=True, lease_owner="", lease_expires_at=None, recoveries=F("recoveries") + 1
+        )
+        if taken:
+            counts["recovered"] += 1
+            run_dispatch(run_id)
+    stale = now - dt.timedelta(seconds=max(settings.AWAKEN_SWEEP_SECONDS * 2, 2))
+    due = (
+        Run.objects.filter(due=True, lease_expires_at__isnull=True)
+        .exclude(status=Run.Status.DONE)
+        .filter(Q(dispatched_at__isnull=True) | Q(dispatched_at__lt=stale))
+        .values_list("pk", flat=True)[:500]
+    )
+    for run_id in due:
+        counts["redispatched"] += 1
+        run_dispatch(run_id)
+    return counts

@@ -1,0 +1,248 @@
+"""Starting, continuing, cancelling and retrying runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from agents.models import Agent
+from agents.services import agent_version_current
+from runs.models import Message, Run, Thread, Ticket, ToolCall
+from runs.runtime import events as ev
+from runs.runtime import types as rt
+from runs.services.dispatch import run_dispatch
+from runs.services.errors import IllegalTransition, InvalidInput
+from runs.services.events import apply_thread_projection, events_append
+from runs.store import message_to_row
+
+MAX_MESSAGE_CHARS = 100_000
+MAX_MESSAGES = 50
+INPUT_ROLES = ("user", "assistant", "system")
+
+
+def normalize_input_messages(messages: Any) -> list[rt.Message]:
+    """Accept a string or [{role, content}] where content is a string or text blocks."""
+    if isinstance(messages, str):
+        messages = [{"role": "user", "content": messages}]
+    if not isinstance(messages, list) or not messages:
+        raise InvalidInput("messages must be a non-empty list of {role, content}")
+    if len(messages) > MAX_MESSAGES:
+        raise InvalidInput(f"at most {MAX_MESSAGES} messages per request")
+    result = []
+    for index, item in enumerate(messages):
+        where = f"messages[{index}]"
+        if not isinstance(item, dict):
+            raise InvalidInput(f"{where} must be an object with role and content")
+        role = item.get("role", "user")
+        if role not in INPUT_ROLES:
+            raise InvalidInput(f"{where}.role must be one of {', '.join(INPUT_ROLES)}, got {role!r}")
+        content = item.get("content")
+        if isinstance(content, str):
+            blocks = [{"type": "text", "text": content}]
+        elif isinstance(content, list) and all(
+            isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+            for b in content
+        ):
+            blocks = [{"type": "text", "text": b["text"]} for b in content]
+        else:
+            raise InvalidInput(f"{where}.content must be a string or a list of text blocks")
+        text = "".join(b["text"] for b in blocks)
+        if not text.strip():
+            raise InvalidInput(f"{where}.content is empty")
+        if len(text) > MAX_MESSAGE_CHARS:
+            raise InvalidInput(f"{where}.content is longer than {MAX_MESSAGE_CHARS} characters")
+        result.append(rt.Message(role=rt.Role(role), content=blocks))
+    return result
+
+
+def _append_to_thread(thread: Thread, messages: list[rt.Message]) -> list[str]:
+    """Append user input to the locked thread's log; returns the new message ids."""
+    start = thread.message_count
+    Message.objects.bulk_create(
+        [message_to_row(thread.pk, start + i + 1, m) for i, m in enumerate(messages)]
+    )
+    thread.message_count = start + len(messages)
+    Thread.objects.filter(pk=thread.pk).update(
+        message_count=thread.message_count, updated_at=timezone.now()
+    )
+    return [m.id for m in messages if m.id]
+
+
+def _input_for(thread: Thread, trigger_ids: list[str]) -> dict[str, Any]:
+    return rt.RunMessageInput(
+        thread_id=str(thread.pk),
+        range=rt.MessageSeqRange.new(1, thread.message_count),
+        trigger_message_ids=trigger_ids,
+    ).to_json()
+
+
+@transaction.atomic
+def run_start(
+    *,
+    agent: Agent,
+    messages: Any,
+    thread: Thread | None = None,
+    idempotency_key: str = "",
+    sender_id: str | None = None,
+) -> Run:
+    """Start a run on a new or existing thread. A message to a thread whose open run
+    waits continues that run (same run id) instead of starting another."""
+    if idempotency_key:
+        existing = Run.objects.filter(idempotency_key=idempotency_key).first()
+        if existing is not None:
+            return existing
+    new_messages = normalize_input_messages(messages)
+    if thread is None:
+        title = next((m.text() for m in new_messages if m.role is rt.Role.USER), "")[:80]
+        thread = Thread.objects.create(title=title)
+    thread = Thread.objects.select_for_update().get(pk=thread.pk)
+    open_run = Run.objects.filter(pk=thread.open_run_id).exclude(status=Run.Status.DONE).first()
+    if open_run is not None:
+        if open_run.status == Run.Status.WAITING:
+            return _run_continue(open_run, thread, new_messages)
+        raise IllegalTransition(
+            f"thread {thread.pk} already has a {open_run.status} run ({open_run.pk}); "
+            "wait for it to finish or cancel it",
+            {"run_id": str(open_run.pk), "status": open_run.status},
+        )
+    version = agent_version_current(agent=agent)
+    trigger_ids = _append_to_thread(thread, new_messages)
+    run = Run.objects.create(
+        thread=thread,
+        agent=agent,
+        agent_version=version,
+        status=Run.Status.CREATED,
+        due=True,
+        idempotency_key=idempotency_key,
+        request=rt.RunRequestSnapshot(
+            origin="User",
+            sender_id=sender_id,
+            input_message_ids=trigger_ids,
+            input_message_count=len(trigger_ids),
+        ).to_json(),
+        input=_input_for(thread, trigger_ids),
+    )
+    apply_thread_projection(run)
+    run_dispatch(run.pk)
+    return run
+
+
+def _run_continue(run: Run, thread: Thread, messages: list[rt.Message]) -> Run:
+    """New input for a waiting run: open tickets are superseded (rejected by the system,
+    so the model hears about it), the input is appended and the run resumes."""
+    from runs.services.tickets import decision_submit
+
+    run = Run.objects.select_for_update().get(pk=run.pk)
+    for ticket in Ticket.objects.filter(run=run, status=Ticket.Status.PENDING):
+        decision_submit(
+            ticket=ticket,
+            action="reject",
+            comment="superseded by a new user message",
+            actor_label="system",
+            dispatch=False,
+        )
+    trigger_ids = _append_to_thread(thread, messages)
+    Run.objects.filter(pk=run.pk).update(
+        input=_input_for(thread, trigger_ids), due=True, updated_at=timezone.now()
+    )
+    run_dispatch(run.pk)
+    run.refresh_from_db()
+    return run
+
+
+@transaction.atomic
+def run_cancel(*, run: Run) -> Run:
+    """Cancel means done (SPEC §2.4): a run nobody executes ends `cancelled` now; a running
+    one is asked to stop cooperatively. Open tickets close, child runs are cancelled."""
+    run = Run.objects.select_for_update().get(pk=run.pk)
+    if run.status == Run.Status.DONE:
+        raise IllegalTransition(
+            f"run {run.pk} already finished ({run.status_reason or 'done'})",
+            {"status": run.status, "status_reason": run.status_reason},
+        )
+    for child in Run.objects.filter(parent_run=run).exclude(status=Run.Status.DONE):
+        run_cancel(run=child)
+    now = timezone.now()
+    held = bool(run.lease_owner) and run.lease_expires_at is not None and run.lease_expires_at > now
+    if held:
+        Run.objects.filter(pk=run.pk).update(cancel_requested_at=now)
+        run.cancel_requested_at = now
+        return run
+    _finish_cancelled(run, now)
+    return run
+
+
+def _finish_cancelled(run: Run, now: Any) -> None:
+    Ticket.objects.filter(run=run, status=Ticket.Status.PENDING).update(
+        status=Ticket.Status.CANCELLED, closed_at=now
+    )
+    ToolCall.objects.filter(
+        run=run, status__in=[ToolCall.Status.SUSPENDED, ToolCall.Status.RESUMING]
+    ).update(status=ToolCall.Status.CANCELLED, updated_at=now)
+    termination = rt.TerminationReason.cancelled()
+    run.status = Run.Status.DONE
+    run.status_reason = "cancelled"
+    run.termination_reason = termination.to_json()
+    run.waiting = None
+    run.due = False
+    run.cancel_requested_at = run.cancel_requested_at or now
+    run.finished_at = now
+    run.updated_at = now
+    run.save(
+        update_fields=[
+            "status", "status_reason", "termination_reason", "waiting", "due",
+            "cancel_requested_at", "finished_at", "updated_at",
+        ]
+    )
+    events_append(
+        run,
+        [
+            ev.state_snapshot(run.state or rt.PersistedState().to_json()),
+            ev.run_finish(
+                str(run.thread_id),
+                str(run.pk),
+                termination,
+                {"response": "", "status": "done", "status_reason": "cancelled"},
+            ),
+        ],
+        now=now,
+    )
+    apply_thread_projection(run)
+
+
+@transaction.atomic
+def run_retry(*, run: Run) -> Run:
+    """A failed run starts again from its last checkpoint: a new run on the same thread,
+    pinned to the same agent version (a done run is never reopened)."""
+    run = Run.objects.select_for_update().get(pk=run.pk)
+    if not run.is_failed:
+        raise IllegalTransition(
+            "only failed runs (error, timeout or stopped) can be retried; "
+            f"this one is {run.status} ({run.status_reason or 'no reason'})"
+        )
+    thread = Thread.objects.select_for_update().get(pk=run.thread_id)
+    busy = Run.objects.filter(pk=thread.open_run_id).exclude(status=Run.Status.DONE).first()
+    if busy is not None:
+        raise IllegalTransition(f"thread already has an open run ({busy.pk})", {"run_id": str(busy.pk)})
+    retry = Run.objects.create(
+        thread=thread,
+        agent_id=run.agent_id,
+        agent_version_id=run.agent_version_id,
+        parent_run_id=run.parent_run_id,
+        parent_tool_call_id=run.parent_tool_call_id,
+        origin=run.origin,
+        retry_of=run,
+        status=Run.Status.CREATED,
+        due=True,
+        request=rt.RunRequestSnapshot(origin="Internal").to_json(),
+        input=_input_for(thread, []),
+    )
+    apply_thread_projection(retry)
+    run_dispatch(retry.pk)
+    return retry
+
+
+def run_request_cancel_flag(run_id: Any) -> bool:
+    return Run.objects.filter(pk=run_id, cancel_requested_at__isnull=False).exists()

@@ -1,0 +1,234 @@
+"""Decisions on tickets (SPEC §2.3): approve, edit, reject, respond — and upstream's
+{toolCallId, action: resume|cancel, payload}. The first decision wins; a repeated
+decision_id returns the first result; the last decision of a run resumes it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jsonschema
+from django.db import transaction
+from django.utils import timezone
+
+from runs.models import Decision, Run, Ticket, ToolCall
+from runs.runtime import types as rt
+from runs.services.dispatch import run_dispatch
+from runs.services.errors import DecisionConflict, InvalidInput, NotFound
+from runs.services.events import events_append
+
+ACTIONS = ("approve", "edit", "reject", "respond")
+
+
+def decision_json(decision: Decision) -> dict[str, Any]:
+    return {
+        "id": str(decision.pk),
+        "ticket": str(decision.ticket_id),
+        "action": decision.action,
+        "actor": decision.actor_label,
+        "comment": decision.comment,
+        "decision_id": decision.decision_id,
+        "payload": decision.payload,
+        "arguments_before": decision.arguments_before,
+        "arguments_after": decision.arguments_after,
+        "created_at": decision.created_at.isoformat(),
+    }
+
+
+def normalize_decision_body(body: dict[str, Any]) -> dict[str, Any]:
+    """Map upstream's {toolCallId, action: resume|cancel, payload} onto our actions."""
+    if not isinstance(body, dict):
+        raise InvalidInput("decision body must be a JSON object")
+    action = body.get("action")
+    if action in ("resume", "cancel"):
+        payload = body.get("payload")
+        approved = payload.get("approved") if isinstance(payload, dict) else None
+        ours = "reject" if action == "cancel" or approved is False else "resume"
+        return {
+            "target": body.get("toolCallId") or body.get("tool_call_id"),
+            "action": ours,
+            "payload": payload,
+            "comment": body.get("reason") or body.get("comment") or "",
+            "decision_id": body.get("decision_id") or body.get("decisionId"),
+        }
+    if action not in ACTIONS:
+        raise InvalidInput(
+            f"action must be one of {', '.join(ACTIONS)} (or upstream resume/cancel), got {action!r}"
+        )
+    return {
+        "target": body.get("ticket_id") or body.get("toolCallId") or body.get("tool_call_id"),
+        "action": action,
+        "arguments": body.get("arguments"),
+        "payload": body.get("payload"),
+        "comment": body.get("comment") or "",
+        "decision_id": body.get("decision_id"),
+    }
+
+
+def ticket_for_target(*, run: Run, target: str | None) -> Ticket:
+    """A run's ticket by upstream ticket id or tool call id; the newest wins."""
+    if not target:
+        raise InvalidInput("name the ticket: toolCallId (a tool call id or ticket id)")
+    ticket = (
+        Ticket.objects.filter(run=run, ticket_id=target).order_by("-created_at").first()
+        or Ticket.objects.filter(run=run, tool_call__call_id=target).order_by("-created_at").first()
+    )
+    if ticket is None:
+        raise NotFound(f"tool call or suspension {target} not found in run {run.pk}")
+    return ticket
+
+
+def _resume_for(
+    ticket: Ticket, action: str, arguments: Any, payload: Any, comment: str, actor_label: str, decision_id: str
+) -> tuple[rt.ToolCallResume, str]:
+    """The ToolCallResume the runtime replays, and the resume mode it uses."""
+    mode = ticket.resume_mode
+    if action == "resume":  # upstream body: its meaning depends on what the ticket waits for
+        action = "respond" if mode == rt.ToolCallResumeMode.USE_DECISION_AS_TOOL_RESULT else "approve"
+    if action == "approve":
+        result = payload if payload is not None else {"approved": True}
+        return rt.ToolCallResume(decision_id, rt.ResumeDecisionAction.RESUME, result, comment or None), mode
+    if action == "edit":
+        result = {"approved": True, "arguments": arguments}
+        return rt.ToolCallResume(decision_id, rt.ResumeDecisionAction.RESUME, result, comment or None), mode
+    if action == "respond":
+        return (
+            rt.ToolCallResume(decision_id, rt.ResumeDecisionAction.RESUME, payload, comment or None),
+            rt.ToolCallResumeMode.USE_DECISION_AS_TOOL_RESULT.value,
+        )
+    reason = f"Rejected by {actor_label}" + (f": {comment}" if comment else "")
+    result = {"approved": False, "message": reason}
+    if isinstance(payload, dict):
+        result = {**payload, **result}
+    return rt.ToolCallResume(decision_id, rt.ResumeDecisionAction.CANCEL, result, comment or None), mode
+
+
+def _validate(ticket: Ticket, action: str, arguments: Any, payload: Any) -> None:
+    waits_for_answer = ticket.resume_mode == rt.ToolCallResumeMode.USE_DECISION_AS_TOOL_RESULT
+    if action in ("approve", "edit") and waits_for_answer:
+        raise InvalidInput(
+            f"ticket {ticket.ticket_id} waits for an answer ({ticket.tool_name}): respond or reject it"
+        )
+    if action == "respond" and payload is None:
+        raise InvalidInput("respond needs a payload: the answer the tool call returns")
+    if action == "edit":
+        if not isinstance(arguments, dict):
+            raise InvalidInput("edit needs arguments: a JSON object for the tool")
+        schema = _tool_schema(ticket.tool_name)
+        if schema is not None:
+            try:
+                jsonschema.validate(arguments, schema)
+            except jsonschema.ValidationError as exc:
+                where = "/".join(str(p) for p in exc.absolute_path) or "(root)"
+                raise InvalidInput(
+                    f"edited arguments do not match {ticket.tool_name}'s schema at {where}: {exc.message}",
+                    {"path": where},
+                ) from exc
+
+
+def _tool_schema(tool_name: str) -> dict[str, Any] | None:
+    from agents.tools import UnknownToolError, get_tool
+
+    if tool_name.startswith("agent_run_"):
+        return {"type": "object", "properties": {"prompt": {"type": "string", "minLength": 1}}, "required": ["prompt"]}
+    try:
+        return get_tool(tool_name).descriptor.parameters
+    except UnknownToolError:
+        return None
+
+
+def decision_submit(
+    *,
+    ticket: Ticket,
+    action: str,
+    arguments: Any = None,
+    payload: Any = None,
+    comment: str = "",
+    decision_id: str | None = None,
+    actor: Any = None,
+    actor_label: str = "",
+    dispatch: bool = True,
+) -> Decision:
+    """Record the first decision on a ticket and, if it was the run's last open ticket,
+    make the run due. Raises DecisionConflict naming who decided first and when."""
+    if action not in (*ACTIONS, "resume"):
+        raise InvalidInput(f"action must be one of {', '.join(ACTIONS)}, got {action!r}")
+    if action != "resume":
+        _validate(ticket, action, arguments, payload)
+    label = actor_label or (actor.get_username() if actor is not None else "system")
+    with transaction.atomic():
+        if decision_id:
+            existing = Decision.objects.filter(ticket=ticket, decision_id=decision_id).first()
+            if existing is not None:
+                return existing
+        now = timezone.now()
+        won = Ticket.objects.filter(pk=ticket.pk, status=Ticket.Status.PENDING).update(
+            status=Ticket.Status.DECIDED, closed_at=now
+        )
+        if not won:
+            _raise_conflict(ticket)
+        decision_key = decision_id or rt.new_id()
+        resume, mode = _resume_for(ticket, action, arguments, payload, comment, label, decision_key)
+        final_action = action
+        if action == "resume":
+            final_action = "respond" if mode == rt.ToolCallResumeMode.USE_DECISION_AS_TOOL_RESULT else "approve"
+        decision = Decision.objects.create(
+            ticket=ticket,
+            action=final_action,
+            actor=actor,
+            actor_label=label,
+            comment=comment,
+            decision_id=decision_key,
+            payload=resume.result,
+            arguments_before=ticket.arguments if action == "edit" else None,
+            arguments_after=arguments if action == "edit" else None,
+            created_at=now,
+        )
+        updates: dict[str, Any] = {
+            "status": (
+                ToolCall.Status.RESUMING
+                if resume.action is rt.ResumeDecisionAction.RESUME
+                else ToolCall.Status.CANCELLED
+            ),
+            "resume_input": resume.to_json(),
+            "resume_mode": mode,
+            "updated_at": now,
+        }
+        if action == "edit":
+            updates["arguments"] = arguments
+        ToolCall.objects.filter(pk=ticket.tool_call_id, status=ToolCall.Status.SUSPENDED).update(**updates)
+        run = Run.objects.select_for_update().get(pk=ticket.run_id)
+        events_append(
+            run,
+            [
+                {
+                    "event_type": "ticket_decided",
+                    "ticket": str(ticket.pk),
+                    "ticket_id": ticket.ticket_id,
+                    "tool_call_id": ticket.tool_call.call_id,
+                    "tool_name": ticket.tool_name,
+                    "decision": decision_json(decision),
+                }
+            ],
+            now=now,
+        )
+        last = not Ticket.objects.filter(run=run, status=Ticket.Status.PENDING).exists()
+        if last and run.status == Run.Status.WAITING:
+            Run.objects.filter(pk=run.pk, status=Run.Status.WAITING).update(due=True)
+            if dispatch:
+                run_dispatch(run.pk)
+    return decision
+
+
+def _raise_conflict(ticket: Ticket) -> None:
+    winner = Decision.objects.filter(ticket=ticket).first()
+    if winner is None:
+        current = Ticket.objects.filter(pk=ticket.pk).values_list("status", flat=True).first()
+        raise DecisionConflict(
+            f"ticket {ticket.ticket_id} is {current or 'gone'}: its run no longer waits for it",
+            {"ticket_status": current},
+        )
+    raise DecisionConflict(
+        f"ticket {ticket.ticket_id} was already decided by {winner.actor_label} "
+        f"at {winner.created_at.isoformat(timespec='seconds')} ({winner.action})",
+        {"decision": decision_json(winner)},
+    )

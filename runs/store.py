@@ -1,0 +1,315 @@
+"""ORM adapters of the runtime's ports: the checkpoint store and the live event sink.
+
+A checkpoint is one transaction: it locks the run row, checks the worker still holds the
+run (attempt fencing), appends only the new messages guarded by the thread's committed
+message count, updates the run row, upserts changed tool calls, opens tickets for newly
+suspended calls and appends the events with gap-free per-run seq. Broadcast happens on
+commit.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+from uuid import UUID
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from runs.models import Message, Run, Thread, Ticket, ToolCall
+from runs.realtime import broadcast_live
+from runs.runtime import types as rt
+from runs.runtime.events import DELTA_EVENT_TYPES, Event
+from runs.runtime.ports import Checkpoint, LeaseLostError, VersionConflictError
+from runs.services.events import apply_thread_projection, events_append
+
+
+def _ts(value: dt.datetime | None) -> int | None:
+    return int(value.timestamp()) if value else None
+
+
+def _dt(value: int | None) -> dt.datetime | None:
+    return dt.datetime.fromtimestamp(value, tz=dt.UTC) if value else None
+
+
+def message_from_row(row: Message) -> rt.Message:
+    calls = row.tool_calls or None
+    return rt.Message(
+        role=rt.Role(row.role),
+        content=list(row.content or []),
+        tool_calls=[rt.ToolCall.from_json(c) for c in calls] if calls else None,
+        tool_call_id=row.tool_call_id or None,
+        visibility=row.visibility,
+        run_id=str(row.produced_by_run_id) if row.produced_by_run_id else None,
+        step_index=row.step_index,
+        id=str(row.id),
+    )
+
+
+def message_to_row(thread_id: Any, seq: int, message: rt.Message) -> Message:
+    return Message(
+        id=UUID(message.id) if message.id else None,
+        thread_id=thread_id,
+        seq=seq,
+        role=message.role.value,
+        content=message.content,
+        tool_calls=[c.to_json() for c in message.tool_calls] if message.tool_calls else None,
+        tool_call_id=message.tool_call_id or "",
+        visibility=message.visibility,
+        produced_by_run_id=message.run_id,
+        step_index=message.step_index,
+    )
+
+
+def load_messages(thread_id: Any) -> list[rt.Message]:
+    rows = Message.objects.filter(thread_id=thread_id).order_by("seq")
+    return [message_from_row(row) for row in rows.iterator(chunk_size=2000)]
+
+
+def record_from_row(run: Run) -> rt.RunRecord:
+    termination = run.termination_reason
+    waiting = None
+    if run.waiting:
+        waiting = rt.RunWaitingState(
+            reason=rt.WaitingReason(run.waiting["reason"]),
+            ticket_ids=list(run.waiting.get("ticket_ids") or []),
+            since_dispatch_id=run.waiting.get("since_dispatch_id"),
+            message=run.waiting.get("message"),
+        )
+    return rt.RunRecord(
+        run_id=str(run.id),
+        thread_id=str(run.thread_id),
+        agent_id=run.agent.slug,
+        parent_run_id=str(run.parent_run_id) if run.parent_run_id else None,
+        request=rt.RunRequestSnapshot.from_json(run.request),
+        input=rt.RunMessageInput.from_json(run.input),
+        output=rt.RunMessageOutput.from_json(run.output),
+        status=rt.RunStatus(run.status),
+        status_reason=run.status_reason or None,
+        termination_reason=rt.TerminationReason.from_json(termination) if termination else None,
+        final_output=run.final_output,
+        error_payload=run.error_payload,
+        dispatch_id=run.dispatch_id or None,
+        session_id=run.session_id or None,
+        transport_request_id=run.transport_request_id or None,
+        waiting=waiting,
+        created_at=_ts(run.created_at) or 0,
+        started_at=_ts(run.started_at),
+        finished_at=_ts(run.finished_at),
+        updated_at=_ts(run.updated_at) or 0,
+        steps=run.steps,
+        input_tokens=run.input_tokens,
+        output_tokens=run.output_tokens,
+        state=rt.PersistedState.from_json(run.state),
+    )
+
+
+def record_to_json(record: rt.RunRecord) -> dict[str, Any]:
+    """The RunRecord as upstream serializes it (times in unix seconds)."""
+    return {
+        "run_id": record.run_id,
+        "thread_id": record.thread_id,
+        "agent_id": record.agent_id,
+        "parent_run_id": record.parent_run_id,
+        "request": record.request.to_json() if record.request else None,
+        "input": record.input.to_json() if record.input else None,
+        "output": record.output.to_json() if record.output else None,
+        "status": record.status.value,
+        "status_reason": record.status_reason,
+        "termination_reason": record.termination_reason.to_json() if record.termination_reason else None,
+        "final_output": record.final_output,
+        "error_payload": record.error_payload,
+        "dispatch_id": record.dispatch_id,
+        "session_id": record.session_id,
+        "transport_request_id": record.transport_request_id,
+        "waiting": record.waiting.to_json() if record.waiting else None,
+        "outcome": record.outcome,
+        "created_at": record.created_at,
+        "started_at": record.started_at,
+        "finished_at": record.finished_at,
+        "updated_at": record.updated_at,
+        "steps": record.steps,
+        "input_tokens": record.input_tokens,
+        "output_tokens": record.output_tokens,
+        "state": record.state.to_json() if record.state else None,
+    }
+
+
+def tool_call_state_from_row(row: ToolCall) -> rt.ToolCallState:
+    return rt.ToolCallState(
+        call_id=row.call_id,
+        tool_name=row.tool_name,
+        arguments=row.arguments,
+        status=rt.ToolCallStatus(row.status),
+        updated_at=int(row.updated_at.timestamp() * 1000),
+        resume_mode=rt.ToolCallResumeMode(row.resume_mode),
+        suspension_id=row.suspension_id or None,
+        suspension_reason=row.suspension_reason or None,
+        resume_input=rt.ToolCallResume.from_json(row.resume_input),
+    )
+
+
+def load_open_tool_calls(run_id: Any) -> dict[str, rt.ToolCallState]:
+    """The calls an activation must know about: suspended, decided but not yet replayed."""
+    rows = ToolCall.objects.filter(run_id=run_id).exclude(
+        status__in=[ToolCall.Status.SUCCEEDED, ToolCall.Status.FAILED, ToolCall.Status.NEW]
+    )
+    states = {}
+    for row in rows:
+        if row.status == ToolCall.Status.CANCELLED and row.resume_input is None:
+            continue
+        states[row.call_id] = tool_call_state_from_row(row)
+    return states
+
+
+class OrmCheckpointStore:
+    def __init__(self, run_id: Any, attempt: int | None, lease_seconds: float | None = None) -> None:
+        self.run_id = run_id
+        self.attempt = attempt
+        self.lease_seconds = lease_seconds
+
+    def load_run(self, run_id: str) -> rt.RunRecord | None:
+        run = Run.objects.select_related("agent").filter(pk=run_id).first()
+        return record_from_row(run) if run else None
+
+    def checkpoint(self, checkpoint: Checkpoint) -> None:
+        now = timezone.now()
+        with transaction.atomic():
+            run = Run.objects.select_for_update().get(pk=self.run_id)
+            if self.attempt is not None and run.attempt != self.attempt:
+                raise LeaseLostError(f"run {self.run_id} was claimed by another worker")
+            self._append_messages(checkpoint, now)
+            self._apply_record(run, checkpoint.record, now)
+            suspensions = _suspension_messages(checkpoint.events)
+            for state in checkpoint.tool_calls:
+                self._save_tool_call(run, state, checkpoint.step_index, suspensions, now)
+            run.save()
+            events_append(run, checkpoint.events, now=now)
+            apply_thread_projection(run)
+
+    def _append_messages(self, checkpoint: Checkpoint, now: dt.datetime) -> None:
+        count = len(checkpoint.new_messages)
+        if not count:
+            return
+        expected = checkpoint.expected_message_count
+        updated = Thread.objects.filter(pk=checkpoint.thread_id, message_count=expected).update(
+            message_count=F("message_count") + count, updated_at=now
+        )
+        if not updated:
+            actual = Thread.objects.filter(pk=checkpoint.thread_id).values_list(
+                "message_count", flat=True
+            ).first()
+            raise VersionConflictError(expected, actual)
+        Message.objects.bulk_create(
+            [
+                message_to_row(checkpoint.thread_id, expected + offset + 1, message)
+                for offset, message in enumerate(checkpoint.new_messages)
+            ]
+        )
+
+    def _apply_record(self, run: Run, record: rt.RunRecord, now: dt.datetime) -> None:
+        run.status = record.status.value
+        run.status_reason = record.status_reason or ""
+        run.termination_reason = (
+            record.termination_reason.to_json() if record.termination_reason else None
+        )
+        run.final_output = record.final_output
+        run.error_payload = record.error_payload
+        run.waiting = record.waiting.to_json() if record.waiting else None
+        run.input = record.input.to_json() if record.input else None
+        run.output = record.output.to_json() if record.output else None
+        run.steps = record.steps
+        run.input_tokens = record.input_tokens
+        run.output_tokens = record.output_tokens
+        run.state = record.state.to_json() if record.state else None
+        run.started_at = run.started_at or _dt(record.started_at) or now
+        run.finished_at = now if record.status is rt.RunStatus.DONE else None
+        run.updated_at = now
+        if self.lease_seconds and record.status is not rt.RunStatus.DONE:
+            run.lease_expires_at = now + dt.timedelta(seconds=self.lease_seconds)
+
+    def _save_tool_call(
+        self,
+        run: Run,
+        state: rt.ToolCallState,
+        step_index: int | None,
+        suspensions: dict[str, str],
+        now: dt.datetime,
+    ) -> None:
+        row, created = ToolCall.objects.update_or_create(
+            run=run,
+            call_id=state.call_id,
+            defaults={
+                "tool_name": state.tool_name,
+                "arguments": state.arguments,
+                "status": state.status.value,
+                "resume_mode": state.resume_mode.value,
+                "suspension_id": state.suspension_id or "",
+                "suspension_reason": state.suspension_reason or "",
+                "resume_input": state.resume_input.to_json() if state.resume_input else None,
+                "updated_at": now,
+            },
+            create_defaults={
+                "tool_name": state.tool_name,
+                "arguments": state.arguments,
+                "status": state.status.value,
+                "resume_mode": state.resume_mode.value,
+                "suspension_id": state.suspension_id or "",
+                "suspension_reason": state.suspension_reason or "",
+                "resume_input": state.resume_input.to_json() if state.resume_input else None,
+                "step_index": step_index,
+                "created_at": now,
+                "updated_at": now,
+            },
+        )
+        if state.status is rt.ToolCallStatus.SUSPENDED:
+            Ticket.objects.get_or_create(
+                run=run,
+                ticket_id=state.ticket_id,
+                status=Ticket.Status.PENDING,
+                defaults={
+                    "tool_call": row,
+                    "tool_name": state.tool_name,
+                    "arguments": state.arguments,
+                    "resume_mode": state.resume_mode.value,
+                    "reason": state.suspension_reason or "",
+                    "message": suspensions.get(state.call_id, ""),
+                    "created_at": now,
+                    **ticket_deadline(run, now),
+                },
+            )
+
+
+def ticket_deadline(run: Run, now: dt.datetime) -> dict[str, Any]:
+    spec = run.agent_version.spec if run.agent_version_id else {}
+    seconds = spec.get("ticket_deadline_seconds")
+    if not seconds:
+        return {}
+    return {
+        "deadline_at": now + dt.timedelta(seconds=float(seconds)),
+        "default_action": spec.get("ticket_default_action") or "reject",
+    }
+
+
+def _suspension_messages(events: list[Event]) -> dict[str, str]:
+    found = {}
+    for event in events:
+        if event["event_type"] != "tool_call_done":
+            continue
+        suspension = (event.get("result") or {}).get("suspension")
+        if suspension:
+            found[event["id"]] = suspension.get("suspension", {}).get("message", "")
+    return found
+
+
+class OrmLiveSink:
+    """Forwards token deltas to the run's group as they stream; everything else is
+    broadcast from the database log when its checkpoint commits."""
+
+    def __init__(self, run_id: Any) -> None:
+        self.run_id = run_id
+
+    def emit(self, event: Event) -> None:
+        if event["event_type"] in DELTA_EVENT_TYPES:
+            broadcast_live(self.run_id, event)

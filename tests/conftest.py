@@ -1,0 +1,21 @@
+from __future__ import annotations
+
+import os
+
+import pytest
+from django.db import connection
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if os.environ.get("AWAKEN_REQUIRE_POSTGRES") == "1" and connection.vendor != "postgresql":
+        pytest.exit("AWAKEN_REQUIRE_POSTGRES=1 but DATABASE_URL is not PostgreSQL", returncode=3)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`postgres` tests need PostgreSQL; locally on SQLite they are skipped."""
+    if connection.vendor == "postgresql":
+        return
+    skip = pytest.mark.skip(reason="needs PostgreSQL (set DATABASE_URL)")
+    for item in items:
+        if "postgres" in item.keywords:
+            item.add_marker(skip)
