@@ -8,36 +8,34 @@ import threading
 
 from celery.worker import WorkController
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import connection
 
 from awaken_site.celery import app
 
 logger = logging.getLogger(__name__)
-_started = threading.Event()
 _lock = threading.Lock()
+_running: EmbeddedWorker | None = None
 
 
 def _sweep_forever(stop: threading.Event) -> None:
     from runs.services.execution import runs_sweep
 
-    while not stop.wait(settings.AWAKEN_SWEEP_SECONDS):
-        try:
-            runs_sweep()
-        except Exception:
-            logger.warning("sweep failed", exc_info=True)
-        finally:
-            close_old_connections()
+    try:
+        while not stop.wait(settings.AWAKEN_SWEEP_SECONDS):
+            try:
+                runs_sweep()
+            except Exception:
+                logger.warning("sweep failed", exc_info=True)
+    finally:
+        connection.close()
 
 
-def start_embedded_worker(concurrency: int = 4) -> threading.Event:
-    """Start the in-process worker and sweep once; returns an event that stops the sweep."""
-    stop = threading.Event()
-    with _lock:
-        if _started.is_set():
-            return stop
+class EmbeddedWorker:
+    def __init__(self, concurrency: int) -> None:
         app.finalize()
         app.set_current()
-        worker = WorkController(
+        self._stop = threading.Event()
+        self.worker = WorkController(
             app=app,
             pool="threads",
             concurrency=concurrency,
@@ -47,8 +45,36 @@ def start_embedded_worker(concurrency: int = 4) -> threading.Event:
             loglevel="WARNING",
             hostname=f"embedded@{threading.get_ident()}",
         )
-        threading.Thread(target=worker.start, daemon=True, name="embedded-celery").start()
-        threading.Thread(target=_sweep_forever, args=(stop,), daemon=True, name="embedded-sweep").start()
-        _started.set()
-        logger.info("embedded worker started (broker %s)", settings.CELERY_BROKER_URL)
-    return stop
+        self._threads = [
+            threading.Thread(target=self.worker.start, daemon=True, name="embedded-celery"),
+            threading.Thread(target=_sweep_forever, args=(self._stop,), daemon=True, name="embedded-sweep"),
+        ]
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        self.worker.stop()
+        for thread in self._threads:
+            thread.join(timeout)
+
+
+def start_embedded_worker(concurrency: int = 4) -> EmbeddedWorker:
+    """Start the in-process worker and sweep (once per process)."""
+    global _running
+    with _lock:
+        if _running is None:
+            _running = EmbeddedWorker(concurrency)
+            _running.start()
+            logger.info("embedded worker started (broker %s)", settings.CELERY_BROKER_URL)
+        return _running
+
+
+def stop_embedded_worker() -> None:
+    global _running
+    with _lock:
+        if _running is not None:
+            _running.stop()
+            _running = None

@@ -276,6 +276,10 @@ class CurrentTimeTool:
 # --- write_note ----------------------------------------------------------------------------------
 
 
+# Note.tool_call_id's max_length: a longer call id could not be stored (nor deduplicated).
+_NOTE_CALL_ID_MAX_LENGTH = 200
+
+
 class WriteNoteTool:
     """Persist a note: a real side effect, so a replayed call must not write it twice."""
 
@@ -311,7 +315,7 @@ class WriteNoteTool:
         if not title:
             return ToolResult.error(self.name, "The title must not be blank.")
         call_id = ctx.call_id or ""
-        if len(call_id) > Note._meta.get_field("tool_call_id").max_length:
+        if len(call_id) > _NOTE_CALL_ID_MAX_LENGTH:
             return ToolResult.error(self.name, "The tool call id is too long to record.")
         run = None
         try:
@@ -429,9 +433,9 @@ def non_public_reason(address: str) -> str | None:
         ("loopback", ip.is_loopback),
         ("link-local", ip.is_link_local),
         ("multicast", ip.is_multicast),
-        ("private", ip.is_private),
         ("reserved", ip.is_reserved),
         ("shared (CGNAT)", isinstance(ip, ipaddress.IPv4Address) and ip in _CGNAT),
+        ("private", ip.is_private),
         ("not globally routable", not ip.is_global),
     ]
     for label, matched in checks:
@@ -454,6 +458,19 @@ def resolve_host(host: str, port: int) -> list[str]:
     return addresses
 
 
+def open_connection(address: str, port: int, timeout: float) -> socket.socket:
+    """A TCP connection to an IP address (no name lookup happens here)."""
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(timeout)
+        sock.connect((address, port))
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
 def tls_context() -> ssl.SSLContext:
     """Certificate- and hostname-verifying client context (a seam for tests)."""
     return ssl.create_default_context()
@@ -473,6 +490,7 @@ class _PinnedConnection(http.client.HTTPConnection):
         tls: ssl.SSLContext | None,
     ) -> None:
         super().__init__(host, port, timeout=timeout)
+        self._timeout = timeout
         self._addresses = addresses
         self._tls = tls
         self.connected_address: str | None = None
@@ -481,7 +499,7 @@ class _PinnedConnection(http.client.HTTPConnection):
         last_error: OSError | None = None
         for address in self._addresses:
             try:
-                sock = socket.create_connection((address, self.port), timeout=self.timeout)
+                sock = open_connection(address, self.port, self._timeout)
             except OSError as exc:
                 last_error = exc
                 continue

@@ -234,23 +234,22 @@ class _MalformedArguments:
 
 
 def model_visible_messages(messages: list[Message]) -> list[Message]:
-    """What the model sees of the log: each call answered once (the last answer wins, so a
-    suspended placeholder gives way to the real result) and unanswered calls removed."""
-    last_answer: dict[str, int] = {}
-    for index, message in enumerate(messages):
+    """What the model sees of the log: every answered call followed directly by its answer
+    (the last one: a suspended placeholder gives way to the real result, even when the
+    result was appended after later input); unanswered calls are left out."""
+    answers: dict[str, Message] = {}
+    for message in messages:
         if message.role is Role.TOOL and message.tool_call_id:
-            last_answer[message.tool_call_id] = index
+            answers[message.tool_call_id] = message
     visible: list[Message] = []
-    for index, message in enumerate(messages):
+    for message in messages:
         if message.role is Role.TOOL:
-            if message.tool_call_id and last_answer.get(message.tool_call_id) == index:
-                visible.append(message)
             continue
         if message.role is Role.ASSISTANT and message.tool_calls:
-            answered = [call for call in message.tool_calls if call.id in last_answer]
+            answered = [call for call in message.tool_calls if call.id in answers]
+            if not answered and not message.text():
+                continue
             if len(answered) != len(message.tool_calls):
-                if not answered and not message.text():
-                    continue
                 message = Message(
                     role=message.role,
                     content=message.content,
@@ -259,8 +258,16 @@ def model_visible_messages(messages: list[Message]) -> list[Message]:
                     run_id=message.run_id,
                     step_index=message.step_index,
                 )
+            visible.append(message)
+            visible.extend(answers[call.id] for call in answered)
+            continue
         visible.append(message)
-    while visible and visible[-1].role is Role.ASSISTANT and not visible[-1].text() and not visible[-1].tool_calls:
+    while (
+        visible
+        and visible[-1].role is Role.ASSISTANT
+        and not visible[-1].text()
+        and not visible[-1].tool_calls
+    ):
         visible.pop()
     return visible
 
@@ -305,7 +312,10 @@ class AgentLoop:
         self._written_calls: dict[str, dict[str, Any]] = {
             cid: call.to_json() for cid, call in self.state.tool_calls.items()
         }
-        self._step_open = False
+        # Calls changed since the last checkpoint but dropped from the map by a StepStart
+        # (e.g. replayed decisions): they must still reach the store, or a later activation
+        # would find them suspended/resuming and replay them again.
+        self._unwritten_calls: dict[str, ToolCallState] = {}
         self._step_message_id = ""
 
     # --- events and state ------------------------------------------------------------------
@@ -371,9 +381,10 @@ class AgentLoop:
             output_tokens=self.output_tokens,
             state=persisted,
         )
+        pending = {**self._unwritten_calls, **self.state.tool_calls}
         changed = [
             call
-            for cid, call in self.state.tool_calls.items()
+            for cid, call in pending.items()
             if self._written_calls.get(cid) != call.to_json()
         ]
         self.store.checkpoint(
@@ -389,6 +400,7 @@ class AgentLoop:
         )
         for call in changed:
             self._written_calls[call.call_id] = call.to_json()
+        self._unwritten_calls.clear()
         self.pending_events = []
         self.committed_count = len(self.messages)
         self.previous = record
@@ -476,15 +488,17 @@ class AgentLoop:
                 return message.text()
         return ""
 
-    def _close_step(self) -> None:
-        """StepCompleted → checkpoint → state_snapshot → step_end, in one transaction."""
+    def _close_step(self, *, last: bool = False) -> None:
+        """StepCompleted → checkpoint → state_snapshot → step_end, in one transaction.
+
+        The last step of an activation is committed together with the run's end, so no
+        reader ever sees a run that is done (or waiting) without its outcome."""
         self.state.lifecycle.step_count += 1
         self.state.lifecycle.updated_at = now_ms()
-        snapshot = self._snapshot_event()
-        self.emit(snapshot)
+        self.emit(self._snapshot_event())
         self.emit(ev.step_end())
-        self._checkpoint()
-        self._step_open = False
+        if not last:
+            self._checkpoint()
 
     # --- one step ------------------------------------------------------------------------------
 
@@ -498,8 +512,10 @@ class AgentLoop:
 
     def _step(self) -> TerminationReason | None:
         self._step_message_id = new_id()
-        self._step_open = True
         self.emit(ev.step_start(self._step_message_id))
+        for cid, call in self.state.tool_calls.items():
+            if self._written_calls.get(cid) != call.to_json():
+                self._unwritten_calls[cid] = call
         self.state.tool_calls.clear()
 
         request = InferenceRequest(
@@ -547,15 +563,15 @@ class AgentLoop:
         if stop is not None:
             code, detail = stop
             self._set_status(RunStatus.DONE, f"stopped:{code}")
-            self._close_step()
+            self._close_step(last=True)
             return TerminationReason.stopped(code, detail)
         if cancelled or self.cancel.is_cancelled():
             self._set_status(RunStatus.DONE, "cancelled")
-            self._close_step()
+            self._close_step(last=True)
             return TerminationReason.cancelled()
         if not calls:
             self._set_status(RunStatus.DONE, "natural")
-            self._close_step()
+            self._close_step(last=True)
             return TerminationReason.natural_end()
 
         blocked, suspended, any_error = self._run_tool_batch(calls)
@@ -572,12 +588,12 @@ class AgentLoop:
         elif suspended:
             self._set_status(RunStatus.WAITING, "suspended")
             termination = TerminationReason.suspended()
-        self._close_step()
+        self._close_step(last=termination is not None)
         return termination
 
     def _fail_step(self, message: str) -> TerminationReason:
         self._set_status(RunStatus.DONE, "error")
-        self._close_step()
+        self._close_step(last=True)
         return TerminationReason.error(message)
 
     def _infer(

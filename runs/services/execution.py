@@ -16,7 +16,7 @@ import threading
 from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections, transaction
+from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -131,7 +131,7 @@ class LeaseKeeper:
         except Exception:
             logger.warning("lease renewal failed for run %s", self.run_id, exc_info=True)
         finally:
-            close_old_connections()
+            connection.close()
 
 
 def _identity(run: Run) -> RunIdentity:

@@ -1,0 +1,49 @@
+from __future__ import annotations
+
+from typing import Any
+
+import factory
+
+from agents.models import Agent, Model, ModelProvider
+
+
+class ProviderFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = ModelProvider
+        django_get_or_create = ("slug",)
+
+    slug = "scripted"
+    name = "Scripted"
+    kind = ModelProvider.Kind.SCRIPTED
+
+
+class ModelFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Model
+
+    slug = factory.Sequence(lambda n: f"model-{n}")
+    provider = factory.SubFactory(ProviderFactory)
+    script: Any = factory.LazyFunction(list)
+
+
+class AgentFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Agent
+
+    slug = factory.Sequence(lambda n: f"agent-{n}")
+    name = factory.LazyAttribute(lambda o: o.slug)
+    model = factory.SubFactory(ModelFactory)
+    system_prompt = "You are a test agent."
+    tools: Any = factory.LazyFunction(lambda: ["calculator", "write_note"])
+    permission: Any = factory.LazyFunction(lambda: {"default_behavior": "allow", "rules": []})
+
+
+def scripted_agent(script: list[dict[str, Any]], **kwargs: Any) -> Agent:
+    return AgentFactory(model=ModelFactory(script=script), **kwargs)
+
+
+def call(name: str, arguments: dict[str, Any], call_id: str | None = None) -> dict[str, Any]:
+    data: dict[str, Any] = {"name": name, "arguments": arguments}
+    if call_id:
+        data["id"] = call_id
+    return data

@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+from typing import Any
+
+from runs.models import Run, RunEvent
+from runs.services.execution import run_advance
+
+
+def drive(run: Run, *, limit: int = 10) -> Run:
+    """Play the worker: advance the run until nothing is due."""
+    for _ in range(limit):
+        run.refresh_from_db()
+        if not run.due:
+            break
+        run_advance(run_id=run.pk, worker="test-worker")
+    run.refresh_from_db()
+    return run
+
+
+def event_types(run: Run, after: int = 0) -> list[str]:
+    return list(
+        RunEvent.objects.filter(run=run, seq__gt=after).order_by("seq").values_list("event_type", flat=True)
+    )
+
+
+def events(run: Run, kind: str) -> list[dict[str, Any]]:
+    return [e.payload for e in RunEvent.objects.filter(run=run, event_type=kind).order_by("seq")]
+
+
+def assert_gap_free(run: Run) -> None:
+    seqs = list(RunEvent.objects.filter(run=run).order_by("seq").values_list("seq", flat=True))
+    assert seqs == list(range(1, len(seqs) + 1)), seqs
+    run.refresh_from_db()
+    assert run.last_event_seq == len(seqs)

@@ -1,0 +1,216 @@
+"""Claims, leases, fencing, the sweep, delegation and the embedded worker."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from agents.models import Note
+from runs.models import Message, Run, RunEvent, Ticket
+from runs.runtime.ports import LeaseLostError
+from runs.services.errors import DecisionConflict
+from runs.services.execution import run_advance, run_claim, run_execute, runs_sweep
+from runs.services.runs import run_cancel, run_start
+from runs.services.tickets import decision_submit
+from tests.factories import call, scripted_agent
+from tests.runs.helpers import assert_gap_free, drive, events
+
+
+def _expire_lease(run: Run) -> None:
+    Run.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() - dt.timedelta(seconds=1))
+
+
+@pytest.mark.django_db
+def test_a_stale_worker_cannot_write_after_another_claimed_the_run():
+    run = run_start(agent=scripted_agent([{"text": "hello"}]), messages="hi")
+    first = run_claim(run_id=run.pk, worker="w1")
+    _expire_lease(run)
+    assert runs_sweep()["recovered"] == 1
+    second = run_claim(run_id=run.pk, worker="w2")
+    assert second == first + 1
+    with pytest.raises(LeaseLostError):
+        run_execute(run_id=run.pk, attempt=first, worker="w1")
+    run_execute(run_id=run.pk, attempt=second, worker="w2")
+    run.refresh_from_db()
+    assert run.status_reason == "natural"
+    assert Message.objects.filter(thread=run.thread).count() == 2  # no duplicate reply
+    assert_gap_free(run)
+
+
+@pytest.mark.django_db
+def test_sweep_recovers_a_dead_workers_run_and_gives_up_on_a_poison_run(settings):
+    settings.AWAKEN_MAX_ATTEMPTS = 2
+    run = run_start(agent=scripted_agent([{"text": "hello"}]), messages="hi")
+    for _ in range(2):
+        assert run_claim(run_id=run.pk, worker="dies") is not None
+        _expire_lease(run)
+        assert runs_sweep()["recovered"] == 1
+    assert run_claim(run_id=run.pk, worker="dies") is not None
+    _expire_lease(run)
+    assert runs_sweep()["given_up"] == 1
+    run.refresh_from_db()
+    assert (run.status, run.status_reason) == ("done", "error")
+    assert "gave up after 2 worker crashes" in run.error_payload["message"]
+    assert_gap_free(run)
+
+
+@pytest.mark.django_db
+def test_sweep_redispatches_due_runs_whose_doorbell_was_lost(django_capture_on_commit_callbacks):
+    run = run_start(agent=scripted_agent([{"text": "hello"}]), messages="hi")
+    Run.objects.filter(pk=run.pk).update(dispatched_at=timezone.now() - dt.timedelta(minutes=5))
+    with django_capture_on_commit_callbacks() as callbacks:
+        counts = runs_sweep()
+    assert counts["redispatched"] == 1 and len(callbacks) == 1
+
+
+@pytest.mark.django_db
+def test_delegation_runs_a_persisted_child_and_returns_its_answer():
+    child_agent = scripted_agent([{"text": "child answer"}], slug="helper")
+    parent_agent = scripted_agent(
+        [{"text": "", "tool_calls": [call("agent_run_helper", {"prompt": "do it"})]}, {"text": "parent done"}],
+        tools=[],
+    )
+    parent_agent.delegates.add(child_agent)
+    parent = drive(run_start(agent=parent_agent, messages="delegate please"))
+    assert parent.status_reason == "natural"
+    child = Run.objects.get(parent_run=parent)
+    assert (child.status_reason, child.final_output, child.origin) == ("natural", "child answer", "subagent")
+    assert child.parent_tool_call_id == events(parent, "tool_call_done")[0]["id"]
+    result = events(parent, "tool_call_done")[0]["result"]
+    assert result["data"]["response"] == "child answer"
+    assert result["metadata"] == {"child_run_id": str(child.pk)}
+    assert child.thread.parent_thread_id == parent.thread_id
+    assert_gap_free(child)
+
+
+@pytest.mark.django_db
+def test_a_child_waiting_on_a_ticket_suspends_the_parent_until_it_finishes():
+    child_agent = scripted_agent(
+        [{"text": "", "tool_calls": [call("write_note", {"title": "t", "body": "b"})]}, {"text": "noted"}],
+        slug="scribe",
+        permission={"default_behavior": "ask"},
+    )
+    parent_agent = scripted_agent(
+        [{"text": "", "tool_calls": [call("agent_run_scribe", {"prompt": "note it"})]}, {"text": "boss done"}],
+        tools=[],
+    )
+    parent_agent.delegates.add(child_agent)
+    parent = drive(run_start(agent=parent_agent, messages="go"))
+    child = Run.objects.get(parent_run=parent)
+    assert (parent.status, child.status) == ("waiting", "waiting")
+    parent_ticket = Ticket.objects.get(run=parent)
+    assert parent_ticket.ticket_id == f"delegate_run:{child.pk}"
+    assert parent_ticket.reason == "agent_delegate:suspended"
+    decision_submit(ticket=Ticket.objects.get(run=child), action="approve")
+    child = drive(child)
+    assert child.status_reason == "natural"
+    parent_ticket.refresh_from_db()
+    assert parent_ticket.status == "decided" and parent_ticket.decision.actor_label == "system"
+    parent = drive(parent)
+    assert (parent.status_reason, parent.final_output) == ("natural", "boss done")
+    assert Note.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_cancelling_a_parent_cancels_its_children():
+    child_agent = scripted_agent(
+        [{"text": "", "tool_calls": [call("write_note", {"title": "t", "body": "b"})]}],
+        slug="slowpoke",
+        permission={"default_behavior": "ask"},
+    )
+    parent_agent = scripted_agent([{"text": "", "tool_calls": [call("agent_run_slowpoke", {"prompt": "x"})]}], tools=[])
+    parent_agent.delegates.add(child_agent)
+    parent = drive(run_start(agent=parent_agent, messages="go"))
+    run_cancel(run=parent)
+    child = Run.objects.get(parent_run=parent)
+    assert child.status_reason == "cancelled"
+    assert Ticket.objects.filter(status="pending").count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_cancel_while_the_model_streams_ends_the_run_within_a_second():
+    agent = scripted_agent([{"text": " ".join(["word"] * 40), "delay": 8}])
+    run = run_start(agent=agent, messages="talk slowly")
+    worker = threading.Thread(target=lambda: (run_advance(run_id=run.pk, worker="w1"), connection.close()))
+    worker.start()
+    deadline = time.monotonic() + 5
+    while Run.objects.get(pk=run.pk).status != "running" and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.3)
+    asked = time.monotonic()
+    run_cancel(run=run)
+    worker.join(timeout=5)
+    elapsed = time.monotonic() - asked
+    run.refresh_from_db()
+    assert (run.status, run.status_reason) == ("done", "cancelled")
+    assert elapsed < 1.0, elapsed
+    types = list(RunEvent.objects.filter(run=run).order_by("seq").values_list("event_type", flat=True))
+    assert types[-4:] == ["state_snapshot", "step_end", "state_snapshot", "run_finish"]
+    assert "inference_complete" in types
+    assert_gap_free(run)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_embedded_worker_runs_a_run_to_the_end():
+    from runs.embedded import start_embedded_worker, stop_embedded_worker
+
+    start_embedded_worker()
+    try:
+        agent = scripted_agent(
+            [{"text": "", "tool_calls": [call("calculator", {"expression": "2+3"})]}, {"text": "five"}]
+        )
+        run = run_start(agent=agent, messages="add")
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            run.refresh_from_db()
+            if run.status == "done":
+                break
+            time.sleep(0.05)
+    finally:
+        stop_embedded_worker()
+    assert (run.status_reason, run.final_output) == ("natural", "five"), list(RunEvent.objects.filter(run=run).values_list("seq", "event_type"))
+    assert_gap_free(run)
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_twenty_concurrent_decisions_apply_exactly_once():
+    agent = scripted_agent(
+        [{"text": "", "tool_calls": [call("write_note", {"title": "once", "body": "b"})]}, {"text": "ok"}],
+        permission={"default_behavior": "ask"},
+    )
+    run = drive(run_start(agent=agent, messages="go"))
+    ticket = Ticket.objects.get(run=run)
+    barrier = threading.Barrier(20)
+    outcomes: list[str] = []
+    lock = threading.Lock()
+
+    def decide(index: int) -> None:
+        try:
+            barrier.wait()
+            decision_submit(ticket=Ticket.objects.get(pk=ticket.pk), action="approve", actor_label=f"op{index}")
+            result = "applied"
+        except DecisionConflict:
+            result = "conflict"
+        finally:
+            connection.close()
+        with lock:
+            outcomes.append(result)
+
+    threads = [threading.Thread(target=decide, args=(i,)) for i in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert sorted(outcomes).count("applied") == 1
+    assert outcomes.count("conflict") == 19
+    assert len(events(run, "ticket_decided")) == 1
+    run = drive(run)
+    assert run.status_reason == "natural"
+    assert Note.objects.filter(title="once").count() == 1
+    assert_gap_free(run)
