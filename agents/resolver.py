@@ -36,7 +36,9 @@ class VersionResolver:
         if self.delegate_runner is not None:
             for delegate_id in spec.get("delegates") or []:
                 description = (
-                    Agent.objects.filter(slug=delegate_id).values_list("description", flat=True).first()
+                    Agent.objects.filter(slug=delegate_id)
+                    .values_list("description", flat=True)
+                    .first()
                     or ""
                 )
                 tool = DelegateTool(delegate_id, description, self.delegate_runner)

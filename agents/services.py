@@ -31,7 +31,9 @@ def agent_config_errors(
     except PatternError as exc:
         errors["permission"] = str(exc)
     try:
-        StopPolicies.from_spec(max_rounds, stop_conditions if isinstance(stop_conditions, list) else None)
+        StopPolicies.from_spec(
+            max_rounds, stop_conditions if isinstance(stop_conditions, list) else None
+        )
         if not isinstance(stop_conditions, list):
             errors["stop_conditions"] = "Stop conditions must be a list."
     except StopConfigError as exc:

@@ -19,7 +19,7 @@ SECRET_KEY = env_str("SECRET_KEY")
 if not SECRET_KEY:
     if not DEBUG:
         raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is false")
-    SECRET_KEY = "dev-only-insecure-key-set-SECRET_KEY-in-production"  # noqa: S105
+    SECRET_KEY = "dev-only-insecure-key-set-SECRET_KEY-in-production"
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
@@ -81,7 +81,7 @@ else:
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
-            "NAME": VAR_DIR / "awaken.sqlite3",
+            "NAME": str(VAR_DIR / "awaken.sqlite3"),
             "OPTIONS": {
                 # Writers take the lock at BEGIN, so concurrent writers queue instead of
                 # failing with "database is locked" half-way through a transaction.
@@ -89,7 +89,7 @@ else:
                 "timeout": 30,
                 "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
             },
-            "TEST": {"NAME": VAR_DIR / "test.sqlite3"},
+            "TEST": {"NAME": str(VAR_DIR / "test.sqlite3")},
         }
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -123,7 +123,9 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 
 # --- Awaken -------------------------------------------------------------------------------
 # Run an in-process Celery worker and sweep thread in `manage.py serve`.
-AWAKEN_EMBEDDED_WORKER = env_bool("AWAKEN_EMBEDDED_WORKER", CELERY_BROKER_URL.startswith("memory://"))
+AWAKEN_EMBEDDED_WORKER = env_bool(
+    "AWAKEN_EMBEDDED_WORKER", CELERY_BROKER_URL.startswith("memory://")
+)
 AWAKEN_LEASE_SECONDS = env_float("AWAKEN_LEASE_SECONDS", 30.0, minimum=1.0)
 AWAKEN_SWEEP_SECONDS = env_float("AWAKEN_SWEEP_SECONDS", 5.0, minimum=0.1)
 AWAKEN_MAX_ATTEMPTS = env_int("AWAKEN_MAX_ATTEMPTS", 5, minimum=1)

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, TextIO
+from typing import Any, Protocol
 
 from runs.models import Run, RunEvent, Ticket
+
+
+class Writer(Protocol):
+    def write(self, text: str) -> Any: ...
+
+    def flush(self) -> Any: ...
 
 
 def _short(value: Any, limit: int = 160) -> str:
@@ -41,7 +47,7 @@ def format_event(event: dict[str, Any]) -> str:
     return f"[{seq:>4}] {kind:<18} {body}".rstrip()
 
 
-def follow_run(run_id: Any, out: TextIO, *, after_seq: int = 0, timeout: float = 600.0) -> Run:
+def follow_run(run_id: Any, out: Writer, *, after_seq: int = 0, timeout: float = 600.0) -> Run:
     """Print persisted events as they commit until the run is done or waits for a human."""
     deadline = time.monotonic() + timeout
     last = after_seq
@@ -51,7 +57,9 @@ def follow_run(run_id: Any, out: TextIO, *, after_seq: int = 0, timeout: float =
             out.flush()
             last = row.seq
         run = Run.objects.get(pk=run_id)
-        settled = run.status == Run.Status.DONE or (run.status == Run.Status.WAITING and not run.due)
+        settled = run.status == Run.Status.DONE or (
+            run.status == Run.Status.WAITING and not run.due
+        )
         if settled and run.last_event_seq <= last:
             return run
         if time.monotonic() > deadline:
@@ -60,7 +68,7 @@ def follow_run(run_id: Any, out: TextIO, *, after_seq: int = 0, timeout: float =
         time.sleep(0.1)
 
 
-def describe_outcome(run: Run, out: TextIO) -> None:
+def describe_outcome(run: Run, out: Writer) -> None:
     out.write(f"\nrun {run.pk}: {run.status} ({run.status_reason or '-'})\n")
     if run.status == Run.Status.DONE and run.final_output:
         out.write(f"answer: {run.final_output}\n")
@@ -69,5 +77,9 @@ def describe_outcome(run: Run, out: TextIO) -> None:
     for ticket in Ticket.objects.filter(run=run, status=Ticket.Status.PENDING):
         what = ticket.message or _short(ticket.arguments)
         out.write(f"ticket {ticket.pk}  {ticket.tool_name}  {what}\n")
-        verbs = "respond --payload JSON | reject" if ticket.resume_mode == "use_decision_as_tool_result" else "approve | reject | edit --args JSON"
+        verbs = (
+            "respond --payload JSON | reject"
+            if ticket.resume_mode == "use_decision_as_tool_result"
+            else "approve | reject | edit --args JSON"
+        )
         out.write(f"  decide with: python manage.py decide {ticket.pk} {verbs}\n")

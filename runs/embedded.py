@@ -47,7 +47,9 @@ class EmbeddedWorker:
         )
         self._threads = [
             threading.Thread(target=self.worker.start, daemon=True, name="embedded-celery"),
-            threading.Thread(target=_sweep_forever, args=(self._stop,), daemon=True, name="embedded-sweep"),
+            threading.Thread(
+                target=_sweep_forever, args=(self._stop,), daemon=True, name="embedded-sweep"
+            ),
         ]
 
     def start(self) -> None:

@@ -18,26 +18,44 @@ def uuid7_default() -> uuid.UUID:
 
 
 class Thread(models.Model):
-    id = models.UUIDField(primary_key=True, default=uuid7_default, editable=False, help_text="Thread id (UUID v7).")
+    id = models.UUIDField(
+        primary_key=True, default=uuid7_default, editable=False, help_text="Thread id (UUID v7)."
+    )
     title = models.CharField(max_length=300, blank=True, help_text="Optional title.")
     resource_id = models.CharField(max_length=200, blank=True, help_text="Tenant/grouping key.")
     parent_thread = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children",
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="children",
         help_text="Thread this one was spawned from (delegation).",
     )
     message_count = models.PositiveIntegerField(
         default=0, help_text="Committed messages; the checkpoint guard (optimistic concurrency)."
     )
     open_run = models.ForeignKey(
-        "Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        "Run",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
         help_text="Created, running or waiting run that new input continues.",
     )
     active_run = models.ForeignKey(
-        "Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        "Run",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
         help_text="Run executing right now.",
     )
     latest_run = models.ForeignKey(
-        "Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        "Run",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
         help_text="Most recently checkpointed run.",
     )
     custom = models.JSONField(default=dict, blank=True, help_text="Free-form metadata.")
@@ -62,19 +80,35 @@ class Message(models.Model):
         ASSISTANT = "assistant"
         TOOL = "tool"
 
-    id = models.UUIDField(primary_key=True, default=uuid7_default, editable=False, help_text="Message id (UUID v7).")
-    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="messages", help_text="Owning thread.")
+    id = models.UUIDField(
+        primary_key=True, default=uuid7_default, editable=False, help_text="Message id (UUID v7)."
+    )
+    thread = models.ForeignKey(
+        Thread, on_delete=models.CASCADE, related_name="messages", help_text="Owning thread."
+    )
     seq = models.PositiveIntegerField(help_text="1-based position in the thread's append-only log.")
     role = models.CharField(max_length=10, choices=Role.choices, help_text="Author role.")
     content = models.JSONField(default=list, help_text="Content blocks, e.g. [{type: text, text}].")
-    tool_calls = models.JSONField(null=True, blank=True, help_text="Assistant tool calls [{id, name, arguments}].")
-    tool_call_id = models.CharField(max_length=200, blank=True, help_text="Tool messages: the call answered.")
-    visibility = models.CharField(max_length=10, default="all", help_text="all, or internal (hidden from API consumers).")
+    tool_calls = models.JSONField(
+        null=True, blank=True, help_text="Assistant tool calls [{id, name, arguments}]."
+    )
+    tool_call_id = models.CharField(
+        max_length=200, blank=True, help_text="Tool messages: the call answered."
+    )
+    visibility = models.CharField(
+        max_length=10, default="all", help_text="all, or internal (hidden from API consumers)."
+    )
     produced_by_run = models.ForeignKey(
-        "Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="produced_messages",
+        "Run",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="produced_messages",
         help_text="Run that produced it (metadata.run_id).",
     )
-    step_index = models.PositiveIntegerField(null=True, blank=True, help_text="0-based step that produced it.")
+    step_index = models.PositiveIntegerField(
+        null=True, blank=True, help_text="0-based step that produced it."
+    )
     created_at = models.DateTimeField(default=timezone.now, help_text="When it was committed.")
 
     class Meta:
@@ -98,53 +132,114 @@ class Run(models.Model):
         WAITING = RunStatus.WAITING.value
         DONE = RunStatus.DONE.value
 
-    id = models.UUIDField(primary_key=True, default=uuid7_default, editable=False, help_text="Run id (UUID v7).")
-    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="runs", help_text="Thread it reads and writes.")
-    agent = models.ForeignKey("agents.Agent", on_delete=models.PROTECT, related_name="runs", help_text="Agent that runs.")
+    id = models.UUIDField(
+        primary_key=True, default=uuid7_default, editable=False, help_text="Run id (UUID v7)."
+    )
+    thread = models.ForeignKey(
+        Thread,
+        on_delete=models.CASCADE,
+        related_name="runs",
+        help_text="Thread it reads and writes.",
+    )
+    agent = models.ForeignKey(
+        "agents.Agent", on_delete=models.PROTECT, related_name="runs", help_text="Agent that runs."
+    )
     agent_version = models.ForeignKey(
-        "agents.AgentVersion", on_delete=models.PROTECT, related_name="runs",
+        "agents.AgentVersion",
+        on_delete=models.PROTECT,
+        related_name="runs",
         help_text="Pinned configuration: the run resumes with it even after a newer publish.",
     )
     parent_run = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="children",
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="children",
         help_text="Delegating run (sub-agent lineage).",
     )
-    parent_tool_call_id = models.CharField(max_length=200, blank=True, help_text="Parent's delegating tool call.")
+    parent_tool_call_id = models.CharField(
+        max_length=200, blank=True, help_text="Parent's delegating tool call."
+    )
     retry_of = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="retries",
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="retries",
         help_text="Failed run this one retries from its last checkpoint.",
     )
-    origin = models.CharField(max_length=20, default="user", help_text="user, subagent or internal.")
+    origin = models.CharField(
+        max_length=20, default="user", help_text="user, subagent or internal."
+    )
     request = models.JSONField(null=True, blank=True, help_text="RunRequestSnapshot.")
-    input = models.JSONField(null=True, blank=True, help_text="RunMessageInput: range read from the log.")
-    output = models.JSONField(null=True, blank=True, help_text="RunMessageOutput: messages produced.")
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.CREATED, help_text="RunStatus.")
-    status_reason = models.CharField(max_length=500, blank=True, help_text="e.g. suspended, natural, stopped:max_rounds.")
-    termination_reason = models.JSONField(null=True, blank=True, help_text="TerminationReason {type, value} once done.")
-    final_output = models.TextField(null=True, blank=True, help_text="Last assistant text when done.")
+    input = models.JSONField(
+        null=True, blank=True, help_text="RunMessageInput: range read from the log."
+    )
+    output = models.JSONField(
+        null=True, blank=True, help_text="RunMessageOutput: messages produced."
+    )
+    status = models.CharField(
+        max_length=10, choices=Status.choices, default=Status.CREATED, help_text="RunStatus."
+    )
+    status_reason = models.CharField(
+        max_length=500, blank=True, help_text="e.g. suspended, natural, stopped:max_rounds."
+    )
+    termination_reason = models.JSONField(
+        null=True, blank=True, help_text="TerminationReason {type, value} once done."
+    )
+    final_output = models.TextField(
+        null=True, blank=True, help_text="Last assistant text when done."
+    )
     error_payload = models.JSONField(null=True, blank=True, help_text='{"message": …} for errors.')
-    dispatch_id = models.CharField(max_length=100, blank=True, help_text="Dispatch that delivered the activation.")
+    dispatch_id = models.CharField(
+        max_length=100, blank=True, help_text="Dispatch that delivered the activation."
+    )
     session_id = models.CharField(max_length=100, blank=True, help_text="Protocol session id.")
-    transport_request_id = models.CharField(max_length=100, blank=True, help_text="Transport request id.")
+    transport_request_id = models.CharField(
+        max_length=100, blank=True, help_text="Transport request id."
+    )
     waiting = models.JSONField(null=True, blank=True, help_text="RunWaitingState while waiting.")
     created_at = models.DateTimeField(default=timezone.now, help_text="Submitted.")
     started_at = models.DateTimeField(null=True, blank=True, help_text="First execution start.")
     finished_at = models.DateTimeField(null=True, blank=True, help_text="Set when done.")
-    updated_at = models.DateTimeField(default=timezone.now, help_text="Last checkpoint or transition.")
-    steps = models.PositiveIntegerField(default=0, help_text="Completed steps over all activations.")
+    updated_at = models.DateTimeField(
+        default=timezone.now, help_text="Last checkpoint or transition."
+    )
+    steps = models.PositiveIntegerField(
+        default=0, help_text="Completed steps over all activations."
+    )
     input_tokens = models.PositiveBigIntegerField(default=0, help_text="Prompt tokens so far.")
     output_tokens = models.PositiveBigIntegerField(default=0, help_text="Completion tokens so far.")
-    state = models.JSONField(null=True, blank=True, help_text="PersistedState {revision, extensions}.")
-    last_event_seq = models.PositiveBigIntegerField(default=0, help_text="Seq of the last persisted event.")
+    state = models.JSONField(
+        null=True, blank=True, help_text="PersistedState {revision, extensions}."
+    )
+    last_event_seq = models.PositiveBigIntegerField(
+        default=0, help_text="Seq of the last persisted event."
+    )
     # Execution bookkeeping (SPEC §3): the database is the truth, the queue a doorbell.
-    due = models.BooleanField(default=False, help_text="A worker should pick it up (new, all tickets decided, retry).")
+    due = models.BooleanField(
+        default=False, help_text="A worker should pick it up (new, all tickets decided, retry)."
+    )
     lease_owner = models.CharField(max_length=200, blank=True, help_text="Worker holding the run.")
-    lease_expires_at = models.DateTimeField(null=True, blank=True, help_text="Lease end; renewed while working.")
-    attempt = models.PositiveIntegerField(default=0, help_text="Claims so far; fences stale workers' writes.")
-    cancel_requested_at = models.DateTimeField(null=True, blank=True, help_text="Cooperative cancel requested.")
-    dispatched_at = models.DateTimeField(null=True, blank=True, help_text="Last time a task was enqueued for it.")
-    recoveries = models.PositiveIntegerField(default=0, help_text="Times the sweep took it back from a dead worker.")
-    idempotency_key = models.CharField(max_length=200, blank=True, help_text="Client key: a repeat returns this run.")
+    lease_expires_at = models.DateTimeField(
+        null=True, blank=True, help_text="Lease end; renewed while working."
+    )
+    attempt = models.PositiveIntegerField(
+        default=0, help_text="Claims so far; fences stale workers' writes."
+    )
+    cancel_requested_at = models.DateTimeField(
+        null=True, blank=True, help_text="Cooperative cancel requested."
+    )
+    dispatched_at = models.DateTimeField(
+        null=True, blank=True, help_text="Last time a task was enqueued for it."
+    )
+    recoveries = models.PositiveIntegerField(
+        default=0, help_text="Times the sweep took it back from a dead worker."
+    )
+    idempotency_key = models.CharField(
+        max_length=200, blank=True, help_text="Client key: a repeat returns this run."
+    )
 
     class Meta:
         ordering = ["-created_at"]
@@ -158,7 +253,8 @@ class Run(models.Model):
         ]
         constraints = [
             models.UniqueConstraint(
-                fields=["idempotency_key"], condition=~models.Q(idempotency_key=""),
+                fields=["idempotency_key"],
+                condition=~models.Q(idempotency_key=""),
                 name="run_unique_idempotency_key",
             )
         ]
@@ -190,16 +286,30 @@ class ToolCall(models.Model):
         FAILED = "failed"
         CANCELLED = "cancelled"
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_calls", help_text="Run that made it.")
+    run = models.ForeignKey(
+        Run, on_delete=models.CASCADE, related_name="tool_calls", help_text="Run that made it."
+    )
     call_id = models.CharField(max_length=200, help_text="The model's tool call id.")
     tool_name = models.CharField(max_length=200, help_text="Tool called.")
-    arguments = models.JSONField(null=True, blank=True, help_text="Arguments (edited ones after an edit).")
+    arguments = models.JSONField(
+        null=True, blank=True, help_text="Arguments (edited ones after an edit)."
+    )
     status = models.CharField(max_length=10, choices=Status.choices, help_text="ToolCallStatus.")
-    resume_mode = models.CharField(max_length=40, default="replay_tool_call", help_text="ToolCallResumeMode.")
-    suspension_id = models.CharField(max_length=300, blank=True, help_text="Ticket id when suspended.")
-    suspension_reason = models.CharField(max_length=200, blank=True, help_text="Ticket action, e.g. tool:PermissionConfirm.")
-    resume_input = models.JSONField(null=True, blank=True, help_text="ToolCallResume applied, until replayed.")
-    step_index = models.PositiveIntegerField(null=True, blank=True, help_text="Step that made the call.")
+    resume_mode = models.CharField(
+        max_length=40, default="replay_tool_call", help_text="ToolCallResumeMode."
+    )
+    suspension_id = models.CharField(
+        max_length=300, blank=True, help_text="Ticket id when suspended."
+    )
+    suspension_reason = models.CharField(
+        max_length=200, blank=True, help_text="Ticket action, e.g. tool:PermissionConfirm."
+    )
+    resume_input = models.JSONField(
+        null=True, blank=True, help_text="ToolCallResume applied, until replayed."
+    )
+    step_index = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Step that made the call."
+    )
     created_at = models.DateTimeField(default=timezone.now, help_text="First seen.")
     updated_at = models.DateTimeField(default=timezone.now, help_text="Last transition.")
 
@@ -219,18 +329,39 @@ class Ticket(models.Model):
         DECIDED = "decided"
         CANCELLED = "cancelled"
 
-    id = models.UUIDField(primary_key=True, default=uuid7_default, editable=False, help_text="Global ticket id.")
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tickets", help_text="Waiting run.")
-    tool_call = models.ForeignKey(ToolCall, on_delete=models.CASCADE, related_name="tickets", help_text="Suspended call.")
-    ticket_id = models.CharField(max_length=300, help_text="Upstream ticket id: suspension id, else call id.")
+    id = models.UUIDField(
+        primary_key=True, default=uuid7_default, editable=False, help_text="Global ticket id."
+    )
+    run = models.ForeignKey(
+        Run, on_delete=models.CASCADE, related_name="tickets", help_text="Waiting run."
+    )
+    tool_call = models.ForeignKey(
+        ToolCall, on_delete=models.CASCADE, related_name="tickets", help_text="Suspended call."
+    )
+    ticket_id = models.CharField(
+        max_length=300, help_text="Upstream ticket id: suspension id, else call id."
+    )
     tool_name = models.CharField(max_length=200, help_text="Tool waiting.")
-    arguments = models.JSONField(null=True, blank=True, help_text="Arguments as the model sent them.")
+    arguments = models.JSONField(
+        null=True, blank=True, help_text="Arguments as the model sent them."
+    )
     resume_mode = models.CharField(max_length=40, help_text="How a decision resumes the call.")
-    reason = models.CharField(max_length=200, blank=True, help_text="Ticket action, e.g. tool:PermissionConfirm.")
+    reason = models.CharField(
+        max_length=200, blank=True, help_text="Ticket action, e.g. tool:PermissionConfirm."
+    )
     message = models.TextField(blank=True, help_text="What the tool asks (ask_human question).")
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING, help_text="pending until decided or closed.")
-    deadline_at = models.DateTimeField(null=True, blank=True, help_text="After this the system applies default_action.")
-    default_action = models.CharField(max_length=10, default="reject", help_text="Applied at the deadline.")
+    status = models.CharField(
+        max_length=10,
+        choices=Status.choices,
+        default=Status.PENDING,
+        help_text="pending until decided or closed.",
+    )
+    deadline_at = models.DateTimeField(
+        null=True, blank=True, help_text="After this the system applies default_action."
+    )
+    default_action = models.CharField(
+        max_length=10, default="reject", help_text="Applied at the deadline."
+    )
     created_at = models.DateTimeField(default=timezone.now, help_text="When the run suspended.")
     closed_at = models.DateTimeField(null=True, blank=True, help_text="Decided or cancelled at.")
 
@@ -242,7 +373,8 @@ class Ticket(models.Model):
         ]
         constraints = [
             models.UniqueConstraint(
-                fields=["run", "ticket_id"], condition=models.Q(status="pending"),
+                fields=["run", "ticket_id"],
+                condition=models.Q(status="pending"),
                 name="ticket_unique_pending_per_run",
             )
         ]
@@ -258,19 +390,42 @@ class Decision(models.Model):
         REJECT = "reject"
         RESPOND = "respond"
 
-    id = models.UUIDField(primary_key=True, default=uuid7_default, editable=False, help_text="Decision id.")
-    ticket = models.OneToOneField(Ticket, on_delete=models.CASCADE, related_name="decision", help_text="The first decision wins.")
-    action = models.CharField(max_length=10, choices=Action.choices, help_text="approve, edit, reject or respond.")
-    actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-        related_name="decisions", help_text="User who decided (null for the system).",
+    id = models.UUIDField(
+        primary_key=True, default=uuid7_default, editable=False, help_text="Decision id."
     )
-    actor_label = models.CharField(max_length=200, help_text="Who, as shown: username, token name or 'system'.")
+    ticket = models.OneToOneField(
+        Ticket,
+        on_delete=models.CASCADE,
+        related_name="decision",
+        help_text="The first decision wins.",
+    )
+    action = models.CharField(
+        max_length=10, choices=Action.choices, help_text="approve, edit, reject or respond."
+    )
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="decisions",
+        help_text="User who decided (null for the system).",
+    )
+    actor_label = models.CharField(
+        max_length=200, help_text="Who, as shown: username, token name or 'system'."
+    )
     comment = models.TextField(blank=True, help_text="Reason or note given with the decision.")
-    decision_id = models.CharField(max_length=200, help_text="Client idempotency key (generated if absent).")
-    payload = models.JSONField(null=True, blank=True, help_text="Respond payload / decision result.")
-    arguments_before = models.JSONField(null=True, blank=True, help_text="Edit: the model's arguments.")
-    arguments_after = models.JSONField(null=True, blank=True, help_text="Edit: the arguments the tool ran with.")
+    decision_id = models.CharField(
+        max_length=200, help_text="Client idempotency key (generated if absent)."
+    )
+    payload = models.JSONField(
+        null=True, blank=True, help_text="Respond payload / decision result."
+    )
+    arguments_before = models.JSONField(
+        null=True, blank=True, help_text="Edit: the model's arguments."
+    )
+    arguments_after = models.JSONField(
+        null=True, blank=True, help_text="Edit: the arguments the tool ran with."
+    )
     created_at = models.DateTimeField(default=timezone.now, help_text="When it was decided.")
 
     class Meta:
@@ -281,7 +436,9 @@ class Decision(models.Model):
 
 
 class RunEvent(models.Model):
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events", help_text="Run it belongs to.")
+    run = models.ForeignKey(
+        Run, on_delete=models.CASCADE, related_name="events", help_text="Run it belongs to."
+    )
     seq = models.PositiveBigIntegerField(help_text="Per-run 1, 2, 3 … with no gaps.")
     event_type = models.CharField(max_length=40, help_text="AgentEvent type.")
     payload = models.JSONField(help_text="The full event JSON (with event_type).")

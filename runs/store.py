@@ -117,7 +117,9 @@ def record_to_json(record: rt.RunRecord) -> dict[str, Any]:
         "output": record.output.to_json() if record.output else None,
         "status": record.status.value,
         "status_reason": record.status_reason,
-        "termination_reason": record.termination_reason.to_json() if record.termination_reason else None,
+        "termination_reason": record.termination_reason.to_json()
+        if record.termination_reason
+        else None,
         "final_output": record.final_output,
         "error_payload": record.error_payload,
         "dispatch_id": record.dispatch_id,
@@ -164,7 +166,9 @@ def load_open_tool_calls(run_id: Any) -> dict[str, rt.ToolCallState]:
 
 
 class OrmCheckpointStore:
-    def __init__(self, run_id: Any, attempt: int | None, lease_seconds: float | None = None) -> None:
+    def __init__(
+        self, run_id: Any, attempt: int | None, lease_seconds: float | None = None
+    ) -> None:
         self.run_id = run_id
         self.attempt = attempt
         self.lease_seconds = lease_seconds
@@ -197,9 +201,11 @@ class OrmCheckpointStore:
             message_count=F("message_count") + count, updated_at=now
         )
         if not updated:
-            actual = Thread.objects.filter(pk=checkpoint.thread_id).values_list(
-                "message_count", flat=True
-            ).first()
+            actual = (
+                Thread.objects.filter(pk=checkpoint.thread_id)
+                .values_list("message_count", flat=True)
+                .first()
+            )
             raise VersionConflictError(expected, actual)
         Message.objects.bulk_create(
             [
@@ -237,31 +243,21 @@ class OrmCheckpointStore:
         suspensions: dict[str, str],
         now: dt.datetime,
     ) -> None:
-        row, created = ToolCall.objects.update_or_create(
+        fields = {
+            "tool_name": state.tool_name,
+            "arguments": state.arguments,
+            "status": state.status.value,
+            "resume_mode": state.resume_mode.value,
+            "suspension_id": state.suspension_id or "",
+            "suspension_reason": state.suspension_reason or "",
+            "resume_input": state.resume_input.to_json() if state.resume_input else None,
+            "updated_at": now,
+        }
+        row, _ = ToolCall.objects.update_or_create(
             run=run,
             call_id=state.call_id,
-            defaults={
-                "tool_name": state.tool_name,
-                "arguments": state.arguments,
-                "status": state.status.value,
-                "resume_mode": state.resume_mode.value,
-                "suspension_id": state.suspension_id or "",
-                "suspension_reason": state.suspension_reason or "",
-                "resume_input": state.resume_input.to_json() if state.resume_input else None,
-                "updated_at": now,
-            },
-            create_defaults={
-                "tool_name": state.tool_name,
-                "arguments": state.arguments,
-                "status": state.status.value,
-                "resume_mode": state.resume_mode.value,
-                "suspension_id": state.suspension_id or "",
-                "suspension_reason": state.suspension_reason or "",
-                "resume_input": state.resume_input.to_json() if state.resume_input else None,
-                "step_index": step_index,
-                "created_at": now,
-                "updated_at": now,
-            },
+            defaults=fields,
+            create_defaults={**fields, "step_index": step_index, "created_at": now},
         )
         if state.status is rt.ToolCallStatus.SUSPENDED:
             Ticket.objects.get_or_create(

@@ -40,9 +40,13 @@ def _call_id(anchor: str, turn: int, index: int) -> str:
 
 
 def _usage(request: InferenceRequest, text: str) -> TokenUsage:
-    prompt = len(request.system_prompt.split()) + sum(len(m.text().split()) for m in request.messages)
+    prompt = len(request.system_prompt.split()) + sum(
+        len(m.text().split()) for m in request.messages
+    )
     completion = max(len(text.split()), 1)
-    return TokenUsage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion)
+    return TokenUsage(
+        prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion
+    )
 
 
 class ScriptedModelClient:
@@ -54,29 +58,32 @@ class ScriptedModelClient:
 
     def stream(self, request: InferenceRequest, cancel: CancellationToken) -> Iterator[StreamChunk]:
         anchor, position = _turn_position(request.messages)
+        raw: dict[str, Any]
         if self.script:
             raw = self.script[position] if position < len(self.script) else {"text": END_OF_SCRIPT}
         else:
             raw = demo_policy(request)
+        calls = [
+            {
+                "id": call.get("id") or _call_id(anchor, position, index),
+                "name": call["name"],
+                "arguments": call.get("arguments", {}),
+            }
+            for index, call in enumerate(raw.get("tool_calls") or [])
+        ]
+        # scripts give malformed arguments by call position: {"raw_arguments": {"0": "{oops"}}
+        raw_arguments = {
+            calls[int(position_key)]["id"]: str(text)
+            for position_key, text in (raw.get("raw_arguments") or {}).items()
+            if int(position_key) < len(calls)
+        }
         turn = Turn(
             text=raw.get("text", ""),
-            tool_calls=[
-                {
-                    "id": call.get("id") or _call_id(anchor, position, index),
-                    "name": call["name"],
-                    "arguments": call.get("arguments", {}),
-                }
-                for index, call in enumerate(raw.get("tool_calls") or [])
-            ],
+            tool_calls=calls,
             delay=float(raw.get("delay", 0)),
             error=raw.get("error"),
-            raw_arguments=raw.get("raw_arguments") or {},
+            raw_arguments=raw_arguments,
         )
-        if turn.tool_calls and raw.get("raw_arguments"):
-            # scripts address malformed arguments by call position: {"0": "{not json"}
-            turn.raw_arguments = {
-                turn.tool_calls[int(k)]["id"]: v for k, v in raw["raw_arguments"].items()
-            }
         turn.usage = _usage(request, turn.text)
         return play_turn(turn, cancel)
 
@@ -110,7 +117,9 @@ def demo_policy(request: InferenceRequest) -> dict[str, Any]:
 
 def _pick_tool(text: str, lowered: str, tools: set[str]) -> dict[str, Any] | None:
     delegates = sorted(name for name in tools if name.startswith("agent_run_"))
-    if delegates and ("delegate" in lowered or "ask agent" in lowered or len(tools) == len(delegates)):
+    if delegates and (
+        "delegate" in lowered or "ask agent" in lowered or len(tools) == len(delegates)
+    ):
         return {"name": delegates[0], "arguments": {"prompt": text}}
     if "write_note" in tools and "note" in lowered:
         title = re.sub(r"(?i).*note( about| on| that)?", "", text).strip(" .:") or "Note"

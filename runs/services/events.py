@@ -41,7 +41,13 @@ def events_append(
     now = now or timezone.now()
     start = run.last_event_seq
     rows = [
-        RunEvent(run=run, seq=start + index + 1, event_type=event["event_type"], payload=event, created_at=now)
+        RunEvent(
+            run=run,
+            seq=start + index + 1,
+            event_type=event["event_type"],
+            payload=event,
+            created_at=now,
+        )
         for index, event in enumerate(events)
     ]
     if rows:

@@ -36,7 +36,12 @@ from runs.runtime.backends import (
     map_termination,
 )
 from runs.runtime.loop import RunIdentity
-from runs.runtime.ports import CancellationToken, LeaseLostError, ToolCallContext, VersionConflictError
+from runs.runtime.ports import (
+    CancellationToken,
+    LeaseLostError,
+    ToolCallContext,
+    VersionConflictError,
+)
 from runs.services.dispatch import run_dispatch
 from runs.services.errors import ServiceError
 from runs.services.events import apply_thread_projection, events_append
@@ -196,7 +201,11 @@ def run_advance(*, run_id: Any, worker: str | None = None) -> str:
         outcome = "conflict"
     except Exception as exc:
         logger.exception("run %s crashed the worker segment", run_id)
-        run_fail(run_id=run_id, attempt=attempt, message=f"internal error: {exc.__class__.__name__}: {exc}")
+        run_fail(
+            run_id=run_id,
+            attempt=attempt,
+            message=f"internal error: {exc.__class__.__name__}: {exc}",
+        )
         outcome = "failed"
     finally:
         run_release(run_id=run_id, attempt=attempt)
@@ -267,7 +276,11 @@ def _delegate_runner(parent: Run, attempt: int, worker: str) -> Any:
     """Runs a delegate as a persisted child run, inline on this worker."""
 
     def run_delegate(agent_id: str, prompt: str, ctx: ToolCallContext) -> BackendRunResult:
-        child = Run.objects.filter(parent_run=parent, parent_tool_call_id=ctx.call_id).select_related("agent").first()
+        child = (
+            Run.objects.filter(parent_run=parent, parent_tool_call_id=ctx.call_id)
+            .select_related("agent")
+            .first()
+        )
         if child is not None and child.status in (Run.Status.DONE, Run.Status.WAITING):
             return _child_result(child)  # a replayed step: do not run the child twice
         if child is None:
@@ -276,7 +289,9 @@ def _delegate_runner(parent: Run, attempt: int, worker: str) -> Any:
         if child_attempt is None:
             return _child_result(Run.objects.select_related("agent").get(pk=child.pk))
         try:
-            child = Run.objects.select_related("agent", "agent_version", "parent_run").get(pk=child.pk)
+            child = Run.objects.select_related("agent", "agent_version", "parent_run").get(
+                pk=child.pk
+            )
             token = _cancel_token(child.pk, parent=ctx.cancel)
             resolver = VersionResolver(
                 {child.agent.slug: child.agent_version},
@@ -293,7 +308,9 @@ def _delegate_runner(parent: Run, attempt: int, worker: str) -> Any:
                             str(parent.pk), str(parent.thread_id), ctx.call_id
                         ),
                         control=BackendControl(cancellation_token=token),
-                        store=OrmCheckpointStore(child.pk, child_attempt, settings.AWAKEN_LEASE_SECONDS),
+                        store=OrmCheckpointStore(
+                            child.pk, child_attempt, settings.AWAKEN_LEASE_SECONDS
+                        ),
                         identity=_identity(child),
                     )
                 )
@@ -324,9 +341,13 @@ def _child_create(parent: Run, agent_id: str, prompt: str, call_id: str) -> Run:
         origin="subagent",
         status=Run.Status.CREATED,
         due=True,
-        request=rt.RunRequestSnapshot(origin="A2A", input_message_ids=trigger, input_message_count=1).to_json(),
+        request=rt.RunRequestSnapshot(
+            origin="A2A", input_message_ids=trigger, input_message_count=1
+        ).to_json(),
         input=rt.RunMessageInput(
-            thread_id=str(thread.pk), range=rt.MessageSeqRange.new(1, 1), trigger_message_ids=trigger
+            thread_id=str(thread.pk),
+            range=rt.MessageSeqRange.new(1, 1),
+            trigger_message_ids=trigger,
         ).to_json(),
     )
     apply_thread_projection(child)
@@ -341,7 +362,9 @@ def run_notify_parent(*, run_id: Any) -> None:
     if child is None or child.parent_run_id is None:
         return
     ticket = Ticket.objects.filter(
-        run_id=child.parent_run_id, ticket_id=f"delegate_run:{child.pk}", status=Ticket.Status.PENDING
+        run_id=child.parent_run_id,
+        ticket_id=f"delegate_run:{child.pk}",
+        status=Ticket.Status.PENDING,
     ).first()
     if ticket is None:
         return

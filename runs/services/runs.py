@@ -37,7 +37,9 @@ def normalize_input_messages(messages: Any) -> list[rt.Message]:
             raise InvalidInput(f"{where} must be an object with role and content")
         role = item.get("role", "user")
         if role not in INPUT_ROLES:
-            raise InvalidInput(f"{where}.role must be one of {', '.join(INPUT_ROLES)}, got {role!r}")
+            raise InvalidInput(
+                f"{where}.role must be one of {', '.join(INPUT_ROLES)}, got {role!r}"
+            )
         content = item.get("content")
         if isinstance(content, str):
             blocks = [{"type": "text", "text": content}]
@@ -78,6 +80,12 @@ def _input_for(thread: Thread, trigger_ids: list[str]) -> dict[str, Any]:
     ).to_json()
 
 
+def _open_run(thread: Thread) -> Run | None:
+    if thread.open_run_id is None:
+        return None
+    return Run.objects.filter(pk=thread.open_run_id).exclude(status=Run.Status.DONE).first()
+
+
 @transaction.atomic
 def run_start(
     *,
@@ -98,7 +106,7 @@ def run_start(
         title = next((m.text() for m in new_messages if m.role is rt.Role.USER), "")[:80]
         thread = Thread.objects.create(title=title)
     thread = Thread.objects.select_for_update().get(pk=thread.pk)
-    open_run = Run.objects.filter(pk=thread.open_run_id).exclude(status=Run.Status.DONE).first()
+    open_run = _open_run(thread)
     if open_run is not None:
         if open_run.status == Run.Status.WAITING:
             return _run_continue(open_run, thread, new_messages)
@@ -192,8 +200,14 @@ def _finish_cancelled(run: Run, now: Any) -> None:
     run.updated_at = now
     run.save(
         update_fields=[
-            "status", "status_reason", "termination_reason", "waiting", "due",
-            "cancel_requested_at", "finished_at", "updated_at",
+            "status",
+            "status_reason",
+            "termination_reason",
+            "waiting",
+            "due",
+            "cancel_requested_at",
+            "finished_at",
+            "updated_at",
         ]
     )
     events_append(
@@ -223,9 +237,11 @@ def run_retry(*, run: Run) -> Run:
             f"this one is {run.status} ({run.status_reason or 'no reason'})"
         )
     thread = Thread.objects.select_for_update().get(pk=run.thread_id)
-    busy = Run.objects.filter(pk=thread.open_run_id).exclude(status=Run.Status.DONE).first()
+    busy = _open_run(thread)
     if busy is not None:
-        raise IllegalTransition(f"thread already has an open run ({busy.pk})", {"run_id": str(busy.pk)})
+        raise IllegalTransition(
+            f"thread already has an open run ({busy.pk})", {"run_id": str(busy.pk)}
+        )
     retry = Run.objects.create(
         thread=thread,
         agent_id=run.agent_id,

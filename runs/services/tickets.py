@@ -78,28 +78,44 @@ def ticket_for_target(*, run: Run, target: str | None) -> Ticket:
 
 
 def _resume_for(
-    ticket: Ticket, action: str, arguments: Any, payload: Any, comment: str, actor_label: str, decision_id: str
+    ticket: Ticket,
+    action: str,
+    arguments: Any,
+    payload: Any,
+    comment: str,
+    actor_label: str,
+    decision_id: str,
 ) -> tuple[rt.ToolCallResume, str]:
     """The ToolCallResume the runtime replays, and the resume mode it uses."""
     mode = ticket.resume_mode
     if action == "resume":  # upstream body: its meaning depends on what the ticket waits for
-        action = "respond" if mode == rt.ToolCallResumeMode.USE_DECISION_AS_TOOL_RESULT else "approve"
+        action = (
+            "respond" if mode == rt.ToolCallResumeMode.USE_DECISION_AS_TOOL_RESULT else "approve"
+        )
     if action == "approve":
         result = payload if payload is not None else {"approved": True}
-        return rt.ToolCallResume(decision_id, rt.ResumeDecisionAction.RESUME, result, comment or None), mode
+        return rt.ToolCallResume(
+            decision_id, rt.ResumeDecisionAction.RESUME, result, comment or None
+        ), mode
     if action == "edit":
         result = {"approved": True, "arguments": arguments}
-        return rt.ToolCallResume(decision_id, rt.ResumeDecisionAction.RESUME, result, comment or None), mode
+        return rt.ToolCallResume(
+            decision_id, rt.ResumeDecisionAction.RESUME, result, comment or None
+        ), mode
     if action == "respond":
         return (
-            rt.ToolCallResume(decision_id, rt.ResumeDecisionAction.RESUME, payload, comment or None),
+            rt.ToolCallResume(
+                decision_id, rt.ResumeDecisionAction.RESUME, payload, comment or None
+            ),
             rt.ToolCallResumeMode.USE_DECISION_AS_TOOL_RESULT.value,
         )
     reason = f"Rejected by {actor_label}" + (f": {comment}" if comment else "")
     result = {"approved": False, "message": reason}
     if isinstance(payload, dict):
         result = {**payload, **result}
-    return rt.ToolCallResume(decision_id, rt.ResumeDecisionAction.CANCEL, result, comment or None), mode
+    return rt.ToolCallResume(
+        decision_id, rt.ResumeDecisionAction.CANCEL, result, comment or None
+    ), mode
 
 
 def _validate(ticket: Ticket, action: str, arguments: Any, payload: Any) -> None:
@@ -129,7 +145,11 @@ def _tool_schema(tool_name: str) -> dict[str, Any] | None:
     from agents.tools import UnknownToolError, get_tool
 
     if tool_name.startswith("agent_run_"):
-        return {"type": "object", "properties": {"prompt": {"type": "string", "minLength": 1}}, "required": ["prompt"]}
+        return {
+            "type": "object",
+            "properties": {"prompt": {"type": "string", "minLength": 1}},
+            "required": ["prompt"],
+        }
     try:
         return get_tool(tool_name).descriptor.parameters
     except UnknownToolError:
@@ -170,7 +190,11 @@ def decision_submit(
         resume, mode = _resume_for(ticket, action, arguments, payload, comment, label, decision_key)
         final_action = action
         if action == "resume":
-            final_action = "respond" if mode == rt.ToolCallResumeMode.USE_DECISION_AS_TOOL_RESULT else "approve"
+            final_action = (
+                "respond"
+                if mode == rt.ToolCallResumeMode.USE_DECISION_AS_TOOL_RESULT
+                else "approve"
+            )
         decision = Decision.objects.create(
             ticket=ticket,
             action=final_action,
@@ -195,7 +219,9 @@ def decision_submit(
         }
         if action == "edit":
             updates["arguments"] = arguments
-        ToolCall.objects.filter(pk=ticket.tool_call_id, status=ToolCall.Status.SUSPENDED).update(**updates)
+        ToolCall.objects.filter(pk=ticket.tool_call_id, status=ToolCall.Status.SUSPENDED).update(
+            **updates
+        )
         run = Run.objects.select_for_update().get(pk=ticket.run_id)
         events_append(
             run,

@@ -19,7 +19,9 @@ def drive(run: Run, *, limit: int = 10) -> Run:
 
 def event_types(run: Run, after: int = 0) -> list[str]:
     return list(
-        RunEvent.objects.filter(run=run, seq__gt=after).order_by("seq").values_list("event_type", flat=True)
+        RunEvent.objects.filter(run=run, seq__gt=after)
+        .order_by("seq")
+        .values_list("event_type", flat=True)
     )
 
 

@@ -72,14 +72,21 @@ def test_sweep_redispatches_due_runs_whose_doorbell_was_lost(django_capture_on_c
 def test_delegation_runs_a_persisted_child_and_returns_its_answer():
     child_agent = scripted_agent([{"text": "child answer"}], slug="helper")
     parent_agent = scripted_agent(
-        [{"text": "", "tool_calls": [call("agent_run_helper", {"prompt": "do it"})]}, {"text": "parent done"}],
+        [
+            {"text": "", "tool_calls": [call("agent_run_helper", {"prompt": "do it"})]},
+            {"text": "parent done"},
+        ],
         tools=[],
     )
     parent_agent.delegates.add(child_agent)
     parent = drive(run_start(agent=parent_agent, messages="delegate please"))
     assert parent.status_reason == "natural"
     child = Run.objects.get(parent_run=parent)
-    assert (child.status_reason, child.final_output, child.origin) == ("natural", "child answer", "subagent")
+    assert (child.status_reason, child.final_output, child.origin) == (
+        "natural",
+        "child answer",
+        "subagent",
+    )
     assert child.parent_tool_call_id == events(parent, "tool_call_done")[0]["id"]
     result = events(parent, "tool_call_done")[0]["result"]
     assert result["data"]["response"] == "child answer"
@@ -91,12 +98,18 @@ def test_delegation_runs_a_persisted_child_and_returns_its_answer():
 @pytest.mark.django_db
 def test_a_child_waiting_on_a_ticket_suspends_the_parent_until_it_finishes():
     child_agent = scripted_agent(
-        [{"text": "", "tool_calls": [call("write_note", {"title": "t", "body": "b"})]}, {"text": "noted"}],
+        [
+            {"text": "", "tool_calls": [call("write_note", {"title": "t", "body": "b"})]},
+            {"text": "noted"},
+        ],
         slug="scribe",
         permission={"default_behavior": "ask"},
     )
     parent_agent = scripted_agent(
-        [{"text": "", "tool_calls": [call("agent_run_scribe", {"prompt": "note it"})]}, {"text": "boss done"}],
+        [
+            {"text": "", "tool_calls": [call("agent_run_scribe", {"prompt": "note it"})]},
+            {"text": "boss done"},
+        ],
         tools=[],
     )
     parent_agent.delegates.add(child_agent)
@@ -123,7 +136,9 @@ def test_cancelling_a_parent_cancels_its_children():
         slug="slowpoke",
         permission={"default_behavior": "ask"},
     )
-    parent_agent = scripted_agent([{"text": "", "tool_calls": [call("agent_run_slowpoke", {"prompt": "x"})]}], tools=[])
+    parent_agent = scripted_agent(
+        [{"text": "", "tool_calls": [call("agent_run_slowpoke", {"prompt": "x"})]}], tools=[]
+    )
     parent_agent.delegates.add(child_agent)
     parent = drive(run_start(agent=parent_agent, messages="go"))
     run_cancel(run=parent)
@@ -136,7 +151,9 @@ def test_cancelling_a_parent_cancels_its_children():
 def test_cancel_while_the_model_streams_ends_the_run_within_a_second():
     agent = scripted_agent([{"text": " ".join(["word"] * 40), "delay": 8}])
     run = run_start(agent=agent, messages="talk slowly")
-    worker = threading.Thread(target=lambda: (run_advance(run_id=run.pk, worker="w1"), connection.close()))
+    worker = threading.Thread(
+        target=lambda: (run_advance(run_id=run.pk, worker="w1"), connection.close())
+    )
     worker.start()
     deadline = time.monotonic() + 5
     while Run.objects.get(pk=run.pk).status != "running" and time.monotonic() < deadline:
@@ -149,7 +166,9 @@ def test_cancel_while_the_model_streams_ends_the_run_within_a_second():
     run.refresh_from_db()
     assert (run.status, run.status_reason) == ("done", "cancelled")
     assert elapsed < 1.0, elapsed
-    types = list(RunEvent.objects.filter(run=run).order_by("seq").values_list("event_type", flat=True))
+    types = list(
+        RunEvent.objects.filter(run=run).order_by("seq").values_list("event_type", flat=True)
+    )
     assert types[-4:] == ["state_snapshot", "step_end", "state_snapshot", "run_finish"]
     assert "inference_complete" in types
     assert_gap_free(run)
@@ -162,7 +181,10 @@ def test_the_embedded_worker_runs_a_run_to_the_end():
     start_embedded_worker()
     try:
         agent = scripted_agent(
-            [{"text": "", "tool_calls": [call("calculator", {"expression": "2+3"})]}, {"text": "five"}]
+            [
+                {"text": "", "tool_calls": [call("calculator", {"expression": "2+3"})]},
+                {"text": "five"},
+            ]
         )
         run = run_start(agent=agent, messages="add")
         deadline = time.monotonic() + 20
@@ -173,7 +195,9 @@ def test_the_embedded_worker_runs_a_run_to_the_end():
             time.sleep(0.05)
     finally:
         stop_embedded_worker()
-    assert (run.status_reason, run.final_output) == ("natural", "five"), list(RunEvent.objects.filter(run=run).values_list("seq", "event_type"))
+    assert (run.status_reason, run.final_output) == ("natural", "five"), list(
+        RunEvent.objects.filter(run=run).values_list("seq", "event_type")
+    )
     assert_gap_free(run)
 
 
@@ -181,7 +205,10 @@ def test_the_embedded_worker_runs_a_run_to_the_end():
 @pytest.mark.django_db(transaction=True)
 def test_twenty_concurrent_decisions_apply_exactly_once():
     agent = scripted_agent(
-        [{"text": "", "tool_calls": [call("write_note", {"title": "once", "body": "b"})]}, {"text": "ok"}],
+        [
+            {"text": "", "tool_calls": [call("write_note", {"title": "once", "body": "b"})]},
+            {"text": "ok"},
+        ],
         permission={"default_behavior": "ask"},
     )
     run = drive(run_start(agent=agent, messages="go"))
@@ -193,7 +220,9 @@ def test_twenty_concurrent_decisions_apply_exactly_once():
     def decide(index: int) -> None:
         try:
             barrier.wait()
-            decision_submit(ticket=Ticket.objects.get(pk=ticket.pk), action="approve", actor_label=f"op{index}")
+            decision_submit(
+                ticket=Ticket.objects.get(pk=ticket.pk), action="approve", actor_label=f"op{index}"
+            )
             result = "applied"
         except DecisionConflict:
             result = "conflict"

@@ -52,7 +52,11 @@ def test_text_only_run_finishes_natural_with_ranges_and_projection():
     assert run.output["range"] == {"from_seq": 2, "to_seq": 2}
     assert event_types(run) == ["run_start", "step_start", "text_delta", *STEP_TAIL, *FINISH]
     finish = events(run, "run_finish")[0]
-    assert finish["result"] == {"response": "hi there", "status": "done", "status_reason": "natural"}
+    assert finish["result"] == {
+        "response": "hi there",
+        "status": "done",
+        "status_reason": "natural",
+    }
     reply = Message.objects.get(thread=run.thread, seq=2)
     assert (reply.role, reply.produced_by_run_id, reply.step_index) == ("assistant", run.pk, 0)
     thread = Thread.objects.get(pk=run.thread_id)
@@ -62,13 +66,25 @@ def test_text_only_run_finishes_natural_with_ranges_and_projection():
 
 
 def test_auto_allowed_tool_call_runs_and_the_model_sees_its_result():
-    agent = scripted_agent([{"text": "", "tool_calls": [call("calculator", {"expression": "6*7"})]}, {"text": "42"}])
+    agent = scripted_agent(
+        [{"text": "", "tool_calls": [call("calculator", {"expression": "6*7"})]}, {"text": "42"}]
+    )
     run = drive(start(agent))
     assert run.status_reason == "natural"
     assert event_types(run) == [
-        "run_start", "step_start", "tool_call_start", "tool_call_delta", "tool_call_ready",
-        "inference_complete", "tool_call_done", "state_snapshot", "step_end",
-        "step_start", "text_delta", *STEP_TAIL, *FINISH,
+        "run_start",
+        "step_start",
+        "tool_call_start",
+        "tool_call_delta",
+        "tool_call_ready",
+        "inference_complete",
+        "tool_call_done",
+        "state_snapshot",
+        "step_end",
+        "step_start",
+        "text_delta",
+        *STEP_TAIL,
+        *FINISH,
     ]
     done = events(run, "tool_call_done")[0]
     assert done["outcome"] == "succeeded" and done["result"]["data"]["result"] == 42
@@ -104,7 +120,13 @@ def test_approve_resumes_the_run_and_the_tool_runs_once():
     run = drive(run)
     assert (run.status, run.status_reason) == ("done", "natural")
     assert event_types(run, after=before) == [
-        "ticket_decided", "run_start", "tool_call_resumed", "step_start", "text_delta", *STEP_TAIL, *FINISH,
+        "ticket_decided",
+        "run_start",
+        "tool_call_resumed",
+        "step_start",
+        "text_delta",
+        *STEP_TAIL,
+        *FINISH,
     ]
     assert Note.objects.filter(title="lunch").count() == 1
     assert decision.actor_label == "alice" and decision.action == "approve"
@@ -115,11 +137,15 @@ def test_approve_resumes_the_run_and_the_tool_runs_once():
 
 def test_reject_tells_the_model_with_the_reason_and_the_run_continues():
     run = waiting_run()
-    decision_submit(ticket=pending_ticket(run), action="reject", comment="not today", actor_label="bob")
+    decision_submit(
+        ticket=pending_ticket(run), action="reject", comment="not today", actor_label="bob"
+    )
     run = drive(run)
     assert run.status_reason == "natural"
     assert not Note.objects.exists()
-    tool_messages = [m.text for m in Message.objects.filter(thread=run.thread, role="tool").order_by("seq")]
+    tool_messages = [
+        m.text for m in Message.objects.filter(thread=run.thread, role="tool").order_by("seq")
+    ]
     assert any("Rejected by bob: not today" in text for text in tool_messages)
     assert events(run, "tool_call_resumed")[0]["result"]["approved"] is False
     assert ToolCall.objects.get(run=run).status == "cancelled"
@@ -128,7 +154,9 @@ def test_reject_tells_the_model_with_the_reason_and_the_run_continues():
 def test_edit_runs_the_tool_with_edited_arguments_and_records_before_and_after():
     run = waiting_run()
     edited = {"title": "dinner", "body": "soup"}
-    decision = decision_submit(ticket=pending_ticket(run), action="edit", arguments=edited, actor_label="carol")
+    decision = decision_submit(
+        ticket=pending_ticket(run), action="edit", arguments=edited, actor_label="carol"
+    )
     run = drive(run)
     assert run.status_reason == "natural"
     assert list(Note.objects.values_list("title", "body")) == [("dinner", "soup")]
@@ -166,7 +194,9 @@ def test_respond_answers_ask_human_without_running_a_tool():
 
 def test_upstream_decision_body_is_accepted():
     run = waiting_run()
-    body = normalize_decision_body({"toolCallId": NOTE_ID(run), "action": "resume", "payload": {"approved": True}})
+    body = normalize_decision_body(
+        {"toolCallId": NOTE_ID(run), "action": "resume", "payload": {"approved": True}}
+    )
     ticket = ticket_for_target(run=run, target=body["target"])
     decision = decision_submit(ticket=ticket, action=body["action"], payload=body["payload"])
     assert decision.action == "approve"
@@ -259,14 +289,23 @@ def test_cancel_of_a_claimed_run_is_cooperative():
 def test_deny_rule_blocks_the_run():
     agent = scripted_agent(
         [{"text": "", "tool_calls": [NOTE, call("calculator", {"expression": "1+1"})]}],
-        permission={"default_behavior": "allow", "rules": [{"tool": "write_note", "behavior": "deny"}]},
+        permission={
+            "default_behavior": "allow",
+            "rules": [{"tool": "write_note", "behavior": "deny"}],
+        },
     )
     run = drive(start(agent))
     assert run.status == "done"
     assert run.status_reason == "blocked:Tool 'write_note' denied by permission rules"
-    assert run.termination_reason == {"type": "blocked", "value": "Tool 'write_note' denied by permission rules"}
+    assert run.termination_reason == {
+        "type": "blocked",
+        "value": "Tool 'write_note' denied by permission rules",
+    }
     texts = [m.text for m in Message.objects.filter(thread=run.thread, role="tool").order_by("seq")]
-    assert texts == ["Tool 'write_note' denied by permission rules", "[Tool execution was interrupted]"]
+    assert texts == [
+        "Tool 'write_note' denied by permission rules",
+        "[Tool execution was interrupted]",
+    ]
 
 
 def test_max_rounds_stops_the_run_before_the_extra_rounds_tools():
@@ -281,9 +320,19 @@ def test_max_rounds_stops_the_run_before_the_extra_rounds_tools():
 @pytest.mark.parametrize(
     ("turn", "message"),
     [
-        ({"text": "", "tool_calls": [call("calculator", {})], "raw_arguments": {"0": "{not json"}}, "Invalid JSON"),
+        (
+            {
+                "text": "",
+                "tool_calls": [call("calculator", {})],
+                "raw_arguments": {"0": "{not json"},
+            },
+            "Invalid JSON",
+        ),
         ({"text": "", "tool_calls": [call("no_such_tool", {})]}, "Unknown tool 'no_such_tool'"),
-        ({"text": "", "tool_calls": [call("calculator", {"expression": 5})]}, "Invalid arguments for tool 'calculator' at expression"),
+        (
+            {"text": "", "tool_calls": [call("calculator", {"expression": 5})]},
+            "Invalid arguments for tool 'calculator' at expression",
+        ),
     ],
 )
 def test_malformed_model_output_fails_the_call_clearly_and_the_run_continues(turn, message):
@@ -339,7 +388,9 @@ def test_a_message_to_a_waiting_thread_continues_the_same_run_and_supersedes_its
     run = drive(run)
     assert run.status_reason == "natural"
     assert Run.objects.count() == 1 and not Note.objects.exists()
-    roles = list(Message.objects.filter(thread=run.thread).order_by("seq").values_list("role", flat=True))
+    roles = list(
+        Message.objects.filter(thread=run.thread).order_by("seq").values_list("role", flat=True)
+    )
     assert roles.count("user") == 2
 
 

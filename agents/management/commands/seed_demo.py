@@ -59,13 +59,16 @@ class Command(BaseCommand):
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--admin-username", default="admin")
         parser.add_argument(
-            "--reset-password", action="store_true", help="set a new admin password even if it exists"
+            "--reset-password",
+            action="store_true",
+            help="set a new admin password even if it exists",
         )
 
     @transaction.atomic
     def handle(self, *args: Any, admin_username: str, reset_password: bool, **options: Any) -> None:
         provider, _ = ModelProvider.objects.update_or_create(
-            slug="scripted", defaults={"name": "Scripted (offline)", "kind": ModelProvider.Kind.SCRIPTED}
+            slug="scripted",
+            defaults={"name": "Scripted (offline)", "kind": ModelProvider.Kind.SCRIPTED},
         )
         model, _ = Model.objects.update_or_create(
             slug="demo", defaults={"provider": provider, "upstream_model": "", "script": []}
@@ -73,7 +76,9 @@ class Command(BaseCommand):
         agents = {}
         for spec in DEMO_AGENTS:
             fields = {k: v for k, v in spec.items() if k not in ("slug", "delegates")}
-            agent, _ = Agent.objects.update_or_create(slug=spec["slug"], defaults={**fields, "model": model})
+            agent, _ = Agent.objects.update_or_create(
+                slug=spec["slug"], defaults={**fields, "model": model}
+            )
             agents[spec["slug"]] = agent
         for spec in DEMO_AGENTS:
             agents[spec["slug"]].delegates.set([agents[d] for d in spec.get("delegates", [])])

@@ -30,13 +30,17 @@ class Command(BaseCommand):
         parser.add_argument("--args", dest="arguments", help="edit: the tool arguments as JSON")
         parser.add_argument("--payload", help="respond: the answer as JSON")
         parser.add_argument("--comment", default="", help="reason or note")
-        parser.add_argument("--as", dest="actor", default="cli", help="who decides (shown in audit)")
+        parser.add_argument(
+            "--as", dest="actor", default="cli", help="who decides (shown in audit)"
+        )
         parser.add_argument("--no-follow", action="store_true", help="do not wait for the run")
         parser.add_argument("--timeout", type=float, default=600.0)
 
     def handle(self, *args: Any, **opts: Any) -> None:
         try:
-            ticket = Ticket.objects.select_related("run", "tool_call").filter(pk=opts["ticket"]).first()
+            ticket = (
+                Ticket.objects.select_related("run", "tool_call").filter(pk=opts["ticket"]).first()
+            )
         except Exception as exc:  # a malformed UUID
             raise CommandError(f"unknown ticket {opts['ticket']!r}") from exc
         if ticket is None:
@@ -60,7 +64,9 @@ class Command(BaseCommand):
             )
         except ServiceError as exc:
             raise CommandError(exc.message) from exc
-        self.stdout.write(f"{decision.action} recorded for ticket {ticket.pk} ({ticket.tool_name})\n")
+        self.stdout.write(
+            f"{decision.action} recorded for ticket {ticket.pk} ({ticket.tool_name})\n"
+        )
         if opts["no_follow"]:
             return
         run = follow_run(ticket.run_id, self.stdout, after_seq=after, timeout=opts["timeout"])

@@ -21,10 +21,20 @@ class Command(BaseCommand):
         parser.add_argument("--thread", help="continue this thread instead of starting one")
         parser.add_argument("--timeout", type=float, default=600.0)
 
-    def handle(self, *args: Any, agent: str, message: str, thread: str | None, timeout: float, **options: Any) -> None:
+    def handle(
+        self,
+        *args: Any,
+        agent: str,
+        message: str,
+        thread: str | None,
+        timeout: float,
+        **options: Any,
+    ) -> None:
         target = Agent.objects.filter(slug=agent).first()
         if target is None:
-            known = ", ".join(Agent.objects.values_list("slug", flat=True)) or "none (run seed_demo)"
+            known = (
+                ", ".join(Agent.objects.values_list("slug", flat=True)) or "none (run seed_demo)"
+            )
             raise CommandError(f"unknown agent {agent!r}; known: {known}")
         thread_obj = None
         if thread:
