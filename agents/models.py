@@ -116,6 +116,17 @@ class Agent(models.Model):
             "{type: consecutive_errors, max}]."
         ),
     )
+    ticket_deadline_seconds = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Tickets not decided within this many seconds get the default action.",
+    )
+    ticket_default_action = models.CharField(
+        max_length=10,
+        choices=[("reject", "reject"), ("approve", "approve")],
+        default="reject",
+        help_text="Applied by the system when a ticket's deadline passes.",
+    )
     delegates = models.ManyToManyField(
         "self",
         symmetrical=False,

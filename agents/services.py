@@ -54,6 +54,8 @@ def agent_spec(agent: Agent) -> dict[str, Any]:
         "max_rounds": agent.max_rounds,
         "stop_conditions": list(agent.stop_conditions or []),
         "delegates": sorted(agent.delegates.values_list("slug", flat=True)),
+        "ticket_deadline_seconds": agent.ticket_deadline_seconds,
+        "ticket_default_action": agent.ticket_default_action,
     }
 
 

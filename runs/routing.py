@@ -1,7 +1,9 @@
-"""Websocket routes (the run stream consumer arrives with the operator UI)."""
-
 from __future__ import annotations
 
-from typing import Any
+from django.urls import path
 
-websocket_urlpatterns: list[Any] = []
+from runs.consumers import RunStreamConsumer
+
+websocket_urlpatterns = [
+    path("ws/runs/<str:run_id>/", RunStreamConsumer.as_asgi()),
+]

@@ -3,17 +3,25 @@ from __future__ import annotations
 import os
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    if os.environ.get("AWAKEN_REQUIRE_POSTGRES") == "1" and connection.vendor != "postgresql":
+    if os.environ.get("AWAKEN_REQUIRE_POSTGRES") == "1" and _vendor() != "postgresql":
         pytest.exit("AWAKEN_REQUIRE_POSTGRES=1 but DATABASE_URL is not PostgreSQL", returncode=3)
+
+
+def _vendor() -> str | None:
+    try:
+        return connection.vendor
+    except ImproperlyConfigured:  # running the pure runtime tests without Django
+        return None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """`postgres` tests need PostgreSQL; locally on SQLite they are skipped."""
-    if connection.vendor == "postgresql":
+    if _vendor() == "postgresql":
         return
     skip = pytest.mark.skip(reason="needs PostgreSQL (set DATABASE_URL)")
     for item in items:

@@ -137,7 +137,10 @@ def coalesce_deltas(events: list[Event]) -> list[Event]:
             and merged[-1]["event_type"] == kind
             and merged[-1]["id"] == event["id"]
         ):
-            merged[-1] = {**merged[-1], "args_delta": merged[-1]["args_delta"] + event["args_delta"]}
+            merged[-1] = {
+                **merged[-1],
+                "args_delta": merged[-1]["args_delta"] + event["args_delta"],
+            }
         else:
             merged.append(event)
     return merged

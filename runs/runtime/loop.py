@@ -46,8 +46,8 @@ from .types import (
     RunLifecycleState,
     RunRecord,
     RunStatus,
-    Suspension,
     SuspendTicket,
+    Suspension,
     TerminationReason,
     TokenUsage,
     ToolCall,
@@ -297,14 +297,14 @@ class AgentLoop:
         self.previous = previous
         self.input_message_count = len(self.messages)
         self.committed_count = len(self.messages)
-        self.state = RuntimeState(
-            identity.run_id, previous.state if previous else None, tool_calls
-        )
+        self.state = RuntimeState(identity.run_id, previous.state if previous else None, tool_calls)
         if decisions:
             prepare_resume(self.state, decisions)
         self.input_tokens = previous.input_tokens if previous else 0
         self.output_tokens = previous.output_tokens if previous else 0
-        self.created_at = previous.created_at if previous and previous.created_at else int(time.time())
+        self.created_at = (
+            previous.created_at if previous and previous.created_at else int(time.time())
+        )
         self.started_at = (previous.started_at if previous else None) or int(time.time())
         self.pending_events: list[Event] = []
         self.activation_start = len(self.messages)
@@ -383,9 +383,7 @@ class AgentLoop:
         )
         pending = {**self._unwritten_calls, **self.state.tool_calls}
         changed = [
-            call
-            for cid, call in pending.items()
-            if self._written_calls.get(cid) != call.to_json()
+            call for cid, call in pending.items() if self._written_calls.get(cid) != call.to_json()
         ]
         self.store.checkpoint(
             Checkpoint(
@@ -552,7 +550,11 @@ class AgentLoop:
                     text,
                     [
                         ToolCall(
-                            c.id, c.name, c.arguments.raw if isinstance(c.arguments, _MalformedArguments) else c.arguments
+                            c.id,
+                            c.name,
+                            c.arguments.raw
+                            if isinstance(c.arguments, _MalformedArguments)
+                            else c.arguments,
                         )
                         for c in calls
                     ],
@@ -679,7 +681,11 @@ class AgentLoop:
         return blocked, suspended, any_error
 
     def _record_interrupted(self, call: ToolCall) -> None:
-        arguments = call.arguments.raw if isinstance(call.arguments, _MalformedArguments) else call.arguments
+        arguments = (
+            call.arguments.raw
+            if isinstance(call.arguments, _MalformedArguments)
+            else call.arguments
+        )
         self.state.put_call(
             ToolCallState(call.id, call.name, arguments, ToolCallStatus.FAILED, now_ms())
         )
@@ -711,7 +717,9 @@ class AgentLoop:
         """The tool pipeline: gate → validate → execute → record. Returns (result, gate)."""
         tool = self.agent.tools.get(call.name)
         gate: str | None = None
-        base = resume or ToolCallState(call.id, call.name, call.arguments, ToolCallStatus.NEW, now_ms())
+        base = resume or ToolCallState(
+            call.id, call.name, call.arguments, ToolCallStatus.NEW, now_ms()
+        )
         if isinstance(call.arguments, _MalformedArguments):
             result = ToolResult.error(
                 call.name, f"Invalid JSON in tool call arguments: {call.arguments.error}"
@@ -743,18 +751,26 @@ class AgentLoop:
         )
         if result.suspension is not None:
             state.resume_mode = result.suspension.resume_mode
-            state.with_suspension(result.suspension.suspension.id, result.suspension.suspension.action)
+            state.with_suspension(
+                result.suspension.suspension.id, result.suspension.suspension.action
+            )
         if resume is not None and status is not ToolCallStatus.SUSPENDED:
             state.resume_input = None
             state.suspension_id = resume.suspension_id
             state.suspension_reason = resume.suspension_reason
         self.state.put_call(state)
 
-        text = suspended_placeholder(call.name) if status is ToolCallStatus.SUSPENDED else result.content_text()
+        text = (
+            suspended_placeholder(call.name)
+            if status is ToolCallStatus.SUSPENDED
+            else result.content_text()
+        )
         message = Message.tool(call.id, text)
         self.messages.append(message)
         if resume is None:
-            outcome = {"success": "succeeded", "error": "failed", "pending": "suspended"}[result.status.value]
+            outcome = {"success": "succeeded", "error": "failed", "pending": "suspended"}[
+                result.status.value
+            ]
             self.emit(ev.tool_call_done(call.id, message.id or "", result, outcome))
         else:
             self.emit(ev.tool_call_resumed(call.id, result.resume_payload()))
@@ -762,7 +778,10 @@ class AgentLoop:
 
     def _invoke(self, call: ToolCall, tool: Tool, resume: ToolCallState | None) -> ToolResult:
         arguments = resume.arguments if resume is not None else call.arguments
-        if resume is not None and resume.resume_mode is ToolCallResumeMode.USE_DECISION_AS_TOOL_RESULT:
+        if (
+            resume is not None
+            and resume.resume_mode is ToolCallResumeMode.USE_DECISION_AS_TOOL_RESULT
+        ):
             payload = resume.resume_input.result if resume.resume_input else None
             return ToolResult.success(call.name, payload)
         try:
@@ -773,7 +792,9 @@ class AgentLoop:
                 call.name, f"Invalid arguments for tool '{call.name}' at {where}: {exc.message}"
             )
         except jsonschema.SchemaError as exc:
-            return ToolResult.error(call.name, f"Tool '{call.name}' has a broken schema: {exc.message}")
+            return ToolResult.error(
+                call.name, f"Tool '{call.name}' has a broken schema: {exc.message}"
+            )
         ctx = ToolCallContext(
             call_id=call.id,
             tool_name=call.name,
@@ -824,7 +845,11 @@ class AgentLoop:
                     Message.tool(call_id, json.dumps(payload, ensure_ascii=False, default=str))
                 )
                 self.state.tool_calls[call_id] = ToolCallState(
-                    call_id, call.tool_name, call.arguments, ToolCallStatus.CANCELLED, now_ms(),
+                    call_id,
+                    call.tool_name,
+                    call.arguments,
+                    ToolCallStatus.CANCELLED,
+                    now_ms(),
                     call.resume_mode,
                 )
         for call_id in sorted(calls):

@@ -3,8 +3,8 @@
 Pattern syntax:
   read_file                     exact tool name
   file_*   mcp__github__*       glob on the tool name
-  Bash(npm *)                   glob on the tool's primary argument
-  Edit(file_path ~ "src/**")    glob on a named argument
+  Bash(npm *)                   glob on the tool's primary argument (`*` matches anything)
+  Edit(file_path ~ "src/**")    path glob on a named argument (`*` stops at `/`, `**` does not)
   Bash(command =~ "(?i)rm")     regex search on a named argument
   /mcp__(gh|gl)__.*/            regex on the tool name
 Among matching rules deny > allow > ask, ties broken by specificity; no match gives the
@@ -115,6 +115,8 @@ class ToolPattern:
         if self.arg_regex is not None:
             return self.arg_regex.search(text) is not None
         assert self.arg_glob is not None
+        if self.arg_field is None:  # Bash(npm *): a command-like prefix, `*` matches anything
+            return fnmatch.fnmatchcase(text, self.arg_glob)
         return _glob_match(text, self.arg_glob)
 
 
@@ -177,7 +179,7 @@ class PermissionRule:
         if not isinstance(tool, str):
             raise PatternError("rule is missing its 'tool' pattern")
         try:
-            behavior = Behavior(data.get("behavior"))
+            behavior = Behavior(str(data.get("behavior")))
         except ValueError as exc:
             raise PatternError(
                 f"rule {tool!r}: behavior must be allow, ask or deny, got {data.get('behavior')!r}"
@@ -209,8 +211,7 @@ class PermissionPolicy:
             default = Behavior(data.get("default_behavior") or "ask")
         except ValueError as exc:
             raise PatternError(
-                "default_behavior must be allow, ask or deny, "
-                f"got {data.get('default_behavior')!r}"
+                f"default_behavior must be allow, ask or deny, got {data.get('default_behavior')!r}"
             ) from exc
         rules_raw = data.get("rules") or []
         if not isinstance(rules_raw, list):

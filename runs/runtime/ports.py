@@ -79,9 +79,7 @@ class CancellationToken:
     """Cooperative cancellation: a flag, optionally fed by a poll of an outside source
     (the run row, a pub/sub message) at most every `poll_interval` seconds."""
 
-    def __init__(
-        self, poll: Callable[[], bool] | None = None, poll_interval: float = 0.25
-    ) -> None:
+    def __init__(self, poll: Callable[[], bool] | None = None, poll_interval: float = 0.25) -> None:
         self._event = threading.Event()
         self._poll = poll
         self._poll_interval = poll_interval

@@ -51,7 +51,9 @@ class StopPolicies:
     consecutive_errors: int = 0
 
     @classmethod
-    def from_spec(cls, max_rounds: int | None, conditions: list[dict[str, Any]] | None) -> StopPolicies:
+    def from_spec(
+        cls, max_rounds: int | None, conditions: list[dict[str, Any]] | None
+    ) -> StopPolicies:
         values: dict[str, Any] = {
             "max_rounds": DEFAULT_MAX_ROUNDS if max_rounds is None else int(max_rounds)
         }
@@ -75,21 +77,28 @@ class StopPolicies:
             except (KeyError, TypeError, ValueError) as exc:
                 if isinstance(exc, StopConfigError):
                     raise
-                raise StopConfigError(f"stop condition {kind!r} is missing or has a bad value: {exc}") from exc
+                raise StopConfigError(
+                    f"stop condition {kind!r} is missing or has a bad value: {exc}"
+                ) from exc
         policies = cls(**values)
         for name, value in values.items():
             if value < 0:
                 raise StopConfigError(f"{name} must not be negative")
         return policies
 
-    def check(self, stats: StopStats, input_tokens: int, output_tokens: int) -> tuple[str, str] | None:
+    def check(
+        self, stats: StopStats, input_tokens: int, output_tokens: int
+    ) -> tuple[str, str] | None:
         """Return (code, detail) of the first policy that fires, else None."""
         if self.max_rounds and stats.inferences > self.max_rounds:
             return "max_rounds", f"exceeded {self.max_rounds} rounds"
         if self.timeout_seconds and time.time() - stats.started_at > self.timeout_seconds:
             return "timeout", f"exceeded {self.timeout_seconds:g} seconds"
         if self.token_budget and input_tokens + output_tokens > self.token_budget:
-            return "token_budget", f"used {input_tokens + output_tokens} of {self.token_budget} tokens"
+            return (
+                "token_budget",
+                f"used {input_tokens + output_tokens} of {self.token_budget} tokens",
+            )
         if self.consecutive_errors and stats.consecutive_errors >= self.consecutive_errors:
             return "consecutive_errors", f"{stats.consecutive_errors} consecutive failed steps"
         return None

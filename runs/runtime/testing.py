@@ -88,8 +88,12 @@ def text_turn(text: str, **kwargs: Any) -> Turn:
     return Turn(text=text, **kwargs)
 
 
-def tool_turn(name: str, arguments: dict[str, Any], call_id: str, text: str = "", **kwargs: Any) -> Turn:
-    return Turn(text=text, tool_calls=[{"id": call_id, "name": name, "arguments": arguments}], **kwargs)
+def tool_turn(
+    name: str, arguments: dict[str, Any], call_id: str, text: str = "", **kwargs: Any
+) -> Turn:
+    return Turn(
+        text=text, tool_calls=[{"id": call_id, "name": name, "arguments": arguments}], **kwargs
+    )
 
 
 class ScriptedLlm:
@@ -123,14 +127,25 @@ def play_turn(turn: Turn, cancel: CancellationToken) -> Iterator[StreamChunk]:
     for call in turn.tool_calls:
         yield ToolCallStartChunk(call["id"], call["name"])
         raw = turn.raw_arguments.get(call["id"])
-        yield ToolCallArgsChunk(call["id"], raw if raw is not None else json.dumps(call.get("arguments", {})))
-    yield UsageChunk(turn.usage or TokenUsage(prompt_tokens=10, completion_tokens=max(len(words), 1), total_tokens=10 + max(len(words), 1)))
+        yield ToolCallArgsChunk(
+            call["id"], raw if raw is not None else json.dumps(call.get("arguments", {}))
+        )
+    yield UsageChunk(
+        turn.usage
+        or TokenUsage(
+            prompt_tokens=10,
+            completion_tokens=max(len(words), 1),
+            total_tokens=10 + max(len(words), 1),
+        )
+    )
 
 
 class EchoTool:
     def __init__(self, name: str = "echo") -> None:
         self._descriptor = ToolDescriptor(
-            name, "Echoes its input back", {"type": "object", "properties": {"message": {"type": "string"}}}
+            name,
+            "Echoes its input back",
+            {"type": "object", "properties": {"message": {"type": "string"}}},
         )
         self.calls: list[dict[str, Any]] = []
 
@@ -154,4 +169,6 @@ class FixedResolver:
 
 
 def agent(agent_id: str, llm: Any, **kwargs: Any) -> ResolvedAgent:
-    return ResolvedAgent(spec=AgentSpec(id=agent_id, model="m", system_prompt="sys"), llm=llm, **kwargs)
+    return ResolvedAgent(
+        spec=AgentSpec(id=agent_id, model="m", system_prompt="sys"), llm=llm, **kwargs
+    )

@@ -334,7 +334,9 @@ class Message:
         return cls(Role.TOOL, [{"type": "text", "text": text}], tool_call_id=tool_call_id)
 
     def text(self) -> str:
-        return "".join(block.get("text", "") for block in self.content if block.get("type") == "text")
+        return "".join(
+            block.get("text", "") for block in self.content if block.get("type") == "text"
+        )
 
     def produced_by_run_id(self) -> str | None:
         return self.run_id
@@ -772,9 +774,7 @@ class ToolStatus(StrEnum):
 class ToolDescriptor:
     name: str
     description: str
-    parameters: dict[str, Any] = field(
-        default_factory=lambda: {"type": "object", "properties": {}}
-    )
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}

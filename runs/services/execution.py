@@ -389,7 +389,8 @@ def runs_sweep(*, now: dt.datetime | None = None) -> dict[str, int]:
     """Re-dispatch runs whose worker died (lease expired) and due runs with no live task;
     fail runs that keep killing their workers."""
     now = now or timezone.now()
-    counts = {"recovered": 0, "redispatched": 0, "given_up": 0}
+    counts = {"recovered": 0, "redispatched": 0, "given_up": 0, "expired_tickets": 0}
+    counts["expired_tickets"] = tickets_expire(now=now)
     expired = Run.objects.filter(lease_expires_at__lt=now).exclude(status=Run.Status.DONE)
     for run_id, recoveries in expired.values_list("pk", "recoveries")[:500]:
         if recoveries + 1 > settings.AWAKEN_MAX_ATTEMPTS:
@@ -417,3 +418,29 @@ def runs_sweep(*, now: dt.datetime | None = None) -> dict[str, int]:
         counts["redispatched"] += 1
         run_dispatch(run_id)
     return counts
+
+
+def tickets_expire(*, now: dt.datetime) -> int:
+    """Apply each overdue ticket's default action as a decision by the system (SPEC §2.7)."""
+    from runs.services.tickets import decision_submit
+
+    expired = 0
+    overdue = Ticket.objects.filter(status=Ticket.Status.PENDING, deadline_at__lt=now)
+    for ticket in overdue.select_related("tool_call")[:500]:
+        action = ticket.default_action
+        if (
+            action == "approve"
+            and ticket.resume_mode == rt.ToolCallResumeMode.USE_DECISION_AS_TOOL_RESULT
+        ):
+            action = "reject"  # nothing to approve: the call waits for an answer
+        try:
+            decision_submit(
+                ticket=ticket,
+                action=action,
+                comment=f"no decision by the deadline ({ticket.deadline_at:%Y-%m-%d %H:%M:%S %Z})",
+                actor_label="system",
+            )
+            expired += 1
+        except ServiceError:
+            logger.info("ticket %s was decided just before its deadline", ticket.pk)
+    return expired

@@ -33,8 +33,8 @@ from runs.runtime.types import (
     Role,
     RunRecord,
     RunStatus,
-    Suspension,
     SuspendTicket,
+    Suspension,
     TerminationReason,
     TokenUsage,
     ToolCallResume,
@@ -219,7 +219,11 @@ def test_text_only_run_emits_start_step_deltas_and_natural_finish() -> None:
     ]
     finish = sink.events[-1]
     assert finish["termination"] == {"type": "natural_end"}
-    assert finish["result"] == {"response": "all done now", "status": "done", "status_reason": "natural"}
+    assert finish["result"] == {
+        "response": "all done now",
+        "status": "done",
+        "status_reason": "natural",
+    }
     assert finish["run_id"] == "r1"
     assert finish["thread_id"] == "t1"
     assert sink.events[0]["run_id"] == "r1"
@@ -541,7 +545,11 @@ def test_respond_uses_the_payload_as_the_tool_result() -> None:
     )
 
     assert h.tool().calls == []
-    assert sink.events[1] == {"event_type": "tool_call_resumed", "target_id": "call-1", "result": answer}
+    assert sink.events[1] == {
+        "event_type": "tool_call_resumed",
+        "target_id": "call-1",
+        "result": answer,
+    }
     last = h.llm.requests[1].messages[-1]
     assert last.tool_call_id == "call-1"
     assert json.loads(last.text()) == answer
@@ -582,9 +590,8 @@ def test_ask_suspends_each_call_of_a_step_with_its_own_ticket() -> None:
     # tickets are sorted by tool call id
     assert h.record.waiting.ticket_ids == ["perm_call-1", "perm_call-2"]
 
-    decisions = approve("perm_call-1") + [
-        ("perm_call-2", ToolCallResume("d2", ResumeDecisionAction.CANCEL, {"approved": False}))
-    ]
+    rejection = ToolCallResume("d2", ResumeDecisionAction.CANCEL, {"approved": False})
+    decisions = [*approve("perm_call-1"), ("perm_call-2", rejection)]
     resumed, _ = h.run(decisions=decisions)
     assert [e["target_id"] for e in of_type(resumed.events, "tool_call_resumed")] == [
         "call-2",
@@ -603,7 +610,9 @@ class AskHumanTool:
     @property
     def descriptor(self) -> ToolDescriptor:
         return ToolDescriptor(
-            "ask_human", "Asks a human", {"type": "object", "properties": {"question": {"type": "string"}}}
+            "ask_human",
+            "Asks a human",
+            {"type": "object", "properties": {"question": {"type": "string"}}},
         )
 
     def execute(self, arguments: dict[str, Any], ctx: ToolCallContext) -> ToolResult:
@@ -641,7 +650,11 @@ def test_a_tool_suspending_itself_stops_the_batch_and_its_answer_is_the_result()
         decisions=[("suspend_call-1", ToolCallResume("d1", ResumeDecisionAction.RESUME, answer))]
     )
 
-    assert resumed.events[1] == {"event_type": "tool_call_resumed", "target_id": "call-1", "result": answer}
+    assert resumed.events[1] == {
+        "event_type": "tool_call_resumed",
+        "target_id": "call-1",
+        "result": answer,
+    }
     assert h.tool("ask_human").calls == [{"question": "colour?"}]  # not re-run on resume
     answers = [m for m in h.llm.requests[1].messages if m.tool_call_id == "call-1"]
     assert [json.loads(m.text()) for m in answers] == [answer]
@@ -795,7 +808,10 @@ def test_allowed_call_before_a_denied_one_still_runs() -> None:
         tools=[EchoTool("echo"), EchoTool("rm")],
         permission={
             "default_behavior": "ask",
-            "rules": [{"tool": "echo", "behavior": "allow"}, {"tool": 'rm(message ~ "*")', "behavior": "deny"}],
+            "rules": [
+                {"tool": "echo", "behavior": "allow"},
+                {"tool": 'rm(message ~ "*")', "behavior": "deny"},
+            ],
         },
     )
     sink, _ = h.run()
@@ -866,7 +882,10 @@ def test_token_budget_stops_once_the_total_is_exceeded() -> None:
 
 def test_token_budget_at_exactly_the_limit_does_not_stop() -> None:
     usage = TokenUsage(prompt_tokens=10, completion_tokens=5, total_tokens=15)
-    turns = [tool_turn("echo", {"message": "x"}, "call-1", usage=usage), text_turn("ok", usage=usage)]
+    turns = [
+        tool_turn("echo", {"message": "x"}, "call-1", usage=usage),
+        text_turn("ok", usage=usage),
+    ]
     h = make(turns, stop_conditions=[{"type": "token_budget", "max_total": 30}])
     h.run()
 
@@ -875,7 +894,9 @@ def test_token_budget_at_exactly_the_limit_does_not_stop() -> None:
 
 def test_consecutive_errors_stop_the_run() -> None:
     turns = [tool_turn("boom", {}, f"call-{i}") for i in range(5)]
-    h = make(turns, tools=[FailingTool()], stop_conditions=[{"type": "consecutive_errors", "max": 2}])
+    h = make(
+        turns, tools=[FailingTool()], stop_conditions=[{"type": "consecutive_errors", "max": 2}]
+    )
     sink, _ = h.run()
 
     assert h.tool("boom").calls == 2

@@ -26,7 +26,10 @@ def decide(
     rules: list[tuple[str, str]], tool: str, arguments: Any = None, **config: Any
 ) -> Behavior:
     policy = PermissionPolicy.from_json(
-        {"rules": [{"tool": pattern, "behavior": behavior} for pattern, behavior in rules], **config}
+        {
+            "rules": [{"tool": pattern, "behavior": behavior} for pattern, behavior in rules],
+            **config,
+        }
     )
     return policy.evaluate(tool, arguments or {}, config.get("primary")).behavior
 
@@ -66,6 +69,7 @@ def test_glob_on_tool_name(pattern: str, tool: str, expected: bool) -> None:
     [
         ("npm install", True),
         ("npm run build", True),
+        ("npm install ./packages/a/b", True),
         ("npm", False),
         ("git status", False),
         ("pnpm install", False),

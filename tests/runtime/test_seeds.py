@@ -198,9 +198,7 @@ def test_execute_delegate_binds_plugin_runtime_context() -> None:
 def test_execute_delegate_returns_final_non_tool_message_after_tool_output() -> None:
     llm = ScriptedLlm(
         [
-            tool_turn(
-                "echo", {"message": "tool result should not win"}, "call-1", text="checking"
-            ),
+            tool_turn("echo", {"message": "tool result should not win"}, "call-1", text="checking"),
             text_turn("final child answer"),
         ]
     )

@@ -38,7 +38,9 @@ from runs.runtime.types import (
 def test_stop_policy_defaults() -> None:
     policies = StopPolicies.from_spec(None, None)
     assert DEFAULT_MAX_ROUNDS == 16
-    assert policies == StopPolicies(max_rounds=16, timeout_seconds=0, token_budget=0, consecutive_errors=0)
+    assert policies == StopPolicies(
+        max_rounds=16, timeout_seconds=0, token_budget=0, consecutive_errors=0
+    )
 
 
 def test_spec_max_rounds_is_used() -> None:
@@ -100,7 +102,9 @@ def test_stop_config_error_is_a_value_error() -> None:
 
 
 def stats(inferences: int = 0, errors: int = 0, elapsed: float = 0.0) -> StopStats:
-    return StopStats(inferences=inferences, consecutive_errors=errors, started_at=time.time() - elapsed)
+    return StopStats(
+        inferences=inferences, consecutive_errors=errors, started_at=time.time() - elapsed
+    )
 
 
 def test_max_rounds_fires_only_above_the_limit() -> None:
@@ -137,7 +141,10 @@ def test_consecutive_errors_fires_at_the_limit() -> None:
 
 def test_a_limit_of_zero_disables_a_policy() -> None:
     policies = StopPolicies(max_rounds=0, timeout_seconds=0, token_budget=0, consecutive_errors=0)
-    assert policies.check(stats(inferences=10_000, errors=10_000, elapsed=10_000), 10**9, 10**9) is None
+    assert (
+        policies.check(stats(inferences=10_000, errors=10_000, elapsed=10_000), 10**9, 10**9)
+        is None
+    )
 
 
 def test_stop_stats_json_round_trip() -> None:
@@ -172,7 +179,9 @@ def test_first_checkpoint_derives_input_from_initial_messages() -> None:
     input_, output = materialize_message_log(messages, None, "r1", "th", 1, 1)
 
     assert input_ == RunMessageInput(thread_id="th", range=MessageSeqRange(1, 1))
-    assert output == RunMessageOutput(thread_id="th", range=MessageSeqRange(2, 3), message_ids=["a1", "t1"])
+    assert output == RunMessageOutput(
+        thread_id="th", range=MessageSeqRange(2, 3), message_ids=["a1", "t1"]
+    )
     assert [(m.run_id, m.step_index) for m in messages] == [(None, None), ("r1", 0), ("r1", 0)]
 
 
@@ -238,7 +247,9 @@ def test_legacy_request_gives_the_input_range() -> None:
 
 
 def test_previous_output_is_kept_when_nothing_new_was_produced() -> None:
-    previous_output = RunMessageOutput(thread_id="th", range=MessageSeqRange(2, 2), message_ids=["a1"])
+    previous_output = RunMessageOutput(
+        thread_id="th", range=MessageSeqRange(2, 2), message_ids=["a1"]
+    )
     previous = RunRecord(
         "r1",
         "th",
@@ -259,7 +270,9 @@ def test_incremental_materialize_equals_full_recomputation() -> None:
 
     messages += [user("note", "u2"), tool("c2", "t2"), assistant("b", "a2")]
     full_messages = copy.deepcopy(messages)
-    inc_input, inc_output = materialize_message_log(messages, record, "r1", "th", 2, 1, start_index=3)
+    inc_input, inc_output = materialize_message_log(
+        messages, record, "r1", "th", 2, 1, start_index=3
+    )
     full_input, full_output = materialize_message_log(full_messages, record, "r1", "th", 2, 1)
 
     assert (inc_input, inc_output) == (full_input, full_output)
@@ -308,7 +321,9 @@ def test_loop_checkpoints_equal_a_full_recomputation_of_the_final_log() -> None:
 
     activation()
     decision = ToolCallResume("d1", ResumeDecisionAction.RESUME, {"approved": True})
-    activation(tool_calls=copy.deepcopy(store.tool_calls["r1"]), decisions=[("perm_call-2", decision)])
+    activation(
+        tool_calls=copy.deepcopy(store.tool_calls["r1"]), decisions=[("perm_call-2", decision)]
+    )
 
     record = store.runs["r1"]
     assert record.status_reason == "natural"

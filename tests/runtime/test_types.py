@@ -163,7 +163,9 @@ def test_done_reason_round_trips_through_to_run_status(termination: TerminationR
         (None, WaitingReason.EXTERNAL_EVENT),
     ],
 )
-def test_waiting_reason_from_status_reason(status_reason: str | None, expected: WaitingReason) -> None:
+def test_waiting_reason_from_status_reason(
+    status_reason: str | None, expected: WaitingReason
+) -> None:
     assert waiting_reason_from_status_reason(status_reason) is expected
 
 
@@ -271,7 +273,10 @@ def test_backend_status_covers_every_kind() -> None:
         (TerminationReason.behavior_requested(), BackendRunStatus.completed()),
         (TerminationReason.cancelled(), BackendRunStatus.cancelled()),
         (TerminationReason.suspended(), BackendRunStatus.suspended()),
-        (TerminationReason.error("provider exploded"), BackendRunStatus.failed("provider exploded")),
+        (
+            TerminationReason.error("provider exploded"),
+            BackendRunStatus.failed("provider exploded"),
+        ),
         (
             TerminationReason.blocked("Tool 'rm' denied by permission rules"),
             BackendRunStatus.failed("blocked: Tool 'rm' denied by permission rules"),

@@ -29,7 +29,10 @@ class Cancellation(StrEnum):
 
     @property
     def supports_cooperative_token(self) -> bool:
-        return self in (Cancellation.COOPERATIVE_TOKEN, Cancellation.COOPERATIVE_TOKEN_AND_REMOTE_ABORT)
+        return self in (
+            Cancellation.COOPERATIVE_TOKEN,
+            Cancellation.COOPERATIVE_TOKEN_AND_REMOTE_ABORT,
+        )
 
     @property
     def supports_remote_abort(self) -> bool:
@@ -148,7 +151,9 @@ def _raise_unsupported(agent_id: str, unsupported: list[str]) -> None:
         )
 
 
-def validate_root_request(capabilities: BackendCapabilities, request: BackendRootRunRequest) -> None:
+def validate_root_request(
+    capabilities: BackendCapabilities, request: BackendRootRunRequest
+) -> None:
     _raise_unsupported(request.agent_id, capabilities.unsupported_root_features(request))
 
 

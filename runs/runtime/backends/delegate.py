@@ -9,8 +9,8 @@ from ..ports import ToolCallContext
 from ..types import (
     BackendRunStatusKind,
     PendingToolCall,
-    Suspension,
     SuspendTicket,
+    Suspension,
     ToolCallResumeMode,
     ToolDescriptor,
     ToolResult,
@@ -83,6 +83,8 @@ class DelegateTool:
                 name, ticket, f"delegation to {self.agent_id} is waiting"
             )
         else:
-            tool_result = ToolResult.error(name, f"delegation to {self.agent_id} {result.status}", payload)
+            tool_result = ToolResult.error(
+                name, f"delegation to {self.agent_id} {result.status}", payload
+            )
         tool_result.metadata = metadata
         return tool_result
