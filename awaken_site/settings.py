@@ -190,7 +190,7 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {
         "channels_redis": {"level": "INFO"},
-        "celery": {"level": "WARNING"},
+        "celery": {"level": env_str("CELERY_LOG_LEVEL", "WARNING")},
         "kombu": {"level": "WARNING"},
     },
 }

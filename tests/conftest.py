@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
@@ -10,6 +11,10 @@ from django.db import connection
 def pytest_sessionstart(session: pytest.Session) -> None:
     if os.environ.get("AWAKEN_REQUIRE_POSTGRES") == "1" and _vendor() != "postgresql":
         pytest.exit("AWAKEN_REQUIRE_POSTGRES=1 but DATABASE_URL is not PostgreSQL", returncode=3)
+    if os.environ.get("AWAKEN_REQUIRE_INTEGRATION") == "1" and (
+        _vendor() != "postgresql" or not settings.REDIS_URL
+    ):
+        pytest.exit("AWAKEN_REQUIRE_INTEGRATION=1 needs PostgreSQL and REDIS_URL", returncode=3)
 
 
 def _vendor() -> str | None:

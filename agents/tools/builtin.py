@@ -273,6 +273,38 @@ class CurrentTimeTool:
         )
 
 
+# --- sleep ------------------------------------------------------------------------------------------
+
+
+class SleepTool:
+    """Waits a while, giving way at once to cancellation: for pacing workflows and for
+    exercising long-running tool calls (leases, worker crashes, cancellation)."""
+
+    name = "sleep"
+    max_seconds = 300
+
+    @property
+    def descriptor(self) -> ToolDescriptor:
+        return ToolDescriptor(
+            name=self.name,
+            description="Wait for the given number of seconds (at most 300) before continuing.",
+            parameters={
+                "type": "object",
+                "properties": {
+                    "seconds": {"type": "number", "minimum": 0, "maximum": self.max_seconds}
+                },
+                "required": ["seconds"],
+                "additionalProperties": False,
+            },
+        )
+
+    def execute(self, arguments: dict[str, Any], ctx: ToolCallContext) -> ToolResult:
+        seconds = float(arguments["seconds"])
+        if ctx.cancel.wait(seconds):
+            return ToolResult.error(self.name, f"cancelled before {seconds:g} seconds had passed")
+        return ToolResult.success(self.name, {"slept_seconds": seconds})
+
+
 # --- write_note ----------------------------------------------------------------------------------
 
 
@@ -750,5 +782,6 @@ BUILTIN_TOOLS: tuple[Callable[[], Tool], ...] = (
     CurrentTimeTool,
     HttpGetTool,
     SendEmailTool,
+    SleepTool,
     WriteNoteTool,
 )

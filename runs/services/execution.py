@@ -68,23 +68,27 @@ def _lease() -> dt.timedelta:
 def run_claim(*, run_id: Any, worker: str) -> int | None:
     """Take the run if it is due or its lease expired; returns the fencing attempt."""
     now = timezone.now()
+    take = {
+        "due": False,
+        "lease_owner": worker,
+        "lease_expires_at": now + _lease(),
+        "attempt": F("attempt") + 1,
+        "status": Run.Status.RUNNING,
+        "status_reason": "",
+        "waiting": None,
+        "updated_at": now,
+    }
+    open_runs = Run.objects.filter(pk=run_id).exclude(status=Run.Status.DONE)
     with transaction.atomic():
         claimed = (
-            Run.objects.filter(pk=run_id)
-            .exclude(status=Run.Status.DONE)
-            .filter(Q(due=True) | Q(status=Run.Status.RUNNING, lease_expires_at__lt=now))
+            open_runs.filter(due=True)
             .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now))
-            .update(
-                due=False,
-                lease_owner=worker,
-                lease_expires_at=now + _lease(),
-                attempt=F("attempt") + 1,
-                status=Run.Status.RUNNING,
-                status_reason="",
-                waiting=None,
-                updated_at=now,
-            )
+            .update(**take)
         )
+        if not claimed:  # a redelivered task finds its dead worker's run: a recovery
+            claimed = open_runs.filter(status=Run.Status.RUNNING, lease_expires_at__lt=now).update(
+                **take, recoveries=F("recoveries") + 1
+            )
         if not claimed:
             return None
         run = Run.objects.get(pk=run_id)
@@ -95,7 +99,9 @@ def run_claim(*, run_id: Any, worker: str) -> int | None:
 
 
 def run_release(*, run_id: Any, attempt: int) -> None:
-    """Give up the lease; ring again if decisions arrived while we held it."""
+    """Give up the lease; ring again if decisions arrived while we held it, or if the
+    segment was interrupted (the worker is shutting down) before the run settled."""
+    Run.objects.filter(pk=run_id, attempt=attempt, status=Run.Status.RUNNING).update(due=True)
     Run.objects.filter(pk=run_id, attempt=attempt).update(lease_owner="", lease_expires_at=None)
     due = Run.objects.filter(pk=run_id, due=True).exclude(status=Run.Status.DONE).exists()
     if due:

@@ -30,7 +30,15 @@ from runs.runtime.types import (
     ToolStatus,
 )
 
-BUILTIN_NAMES = ["ask_human", "calculator", "current_time", "http_get", "send_email", "write_note"]
+BUILTIN_NAMES = [
+    "ask_human",
+    "calculator",
+    "current_time",
+    "http_get",
+    "send_email",
+    "sleep",
+    "write_note",
+]
 
 
 def make_ctx(
@@ -857,3 +865,27 @@ def test_ask_human_returns_the_answer_when_resumed() -> None:
 )
 def test_ask_human_schema_rejects_bad_arguments(arguments: dict[str, Any]) -> None:
     assert_rejected("ask_human", arguments)
+
+
+def test_sleep_waits_and_gives_way_to_cancellation() -> None:
+    tool = get_tool("sleep")
+    token = CancellationToken()
+    result = tool.execute({"seconds": 0.05}, _ctx_with(token))
+    assert result.status == ToolStatus.SUCCESS and result.data == {"slept_seconds": 0.05}
+    threading.Timer(0.1, token.cancel).start()
+    started = time.monotonic()
+    result = tool.execute({"seconds": 30}, _ctx_with(token))
+    assert result.status == ToolStatus.ERROR and "cancelled" in (result.message or "")
+    assert time.monotonic() - started < 1
+
+
+def _ctx_with(token: CancellationToken) -> ToolCallContext:
+    return ToolCallContext(
+        call_id="call-1",
+        tool_name="sleep",
+        run_id=str(uuid.uuid4()),
+        thread_id="t",
+        agent_id="a",
+        cancel=token,
+        emit=lambda event: None,
+    )

@@ -1,0 +1,495 @@
+"""The `openai` model client: any OpenAI-compatible Chat Completions server.
+
+Talks to the server through the official `openai` SDK (streaming, with the SDK's bounded
+retries and backoff for rate limits, 5xx and connection failures) and translates its
+stream into the runtime's chunks. Every failure becomes a `ModelError` whose message
+carries the provider's own words; cancellation ends the stream within a fraction of a
+second, even while the server is silent:
+
+- while the request is being sent (connecting, waiting for headers, SDK retry backoff)
+  the SDK call runs in a helper thread and the caller polls the cancellation token;
+- while the body streams, a watcher thread polls the token and, when it fires, shuts the
+  connection's socket down and closes the response, so the blocked read returns at once.
+
+A cancelled stream just ends (no error): the loop checks cancellation itself.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import threading
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import openai
+
+from runs.runtime.ports import (
+    CancellationToken,
+    InferenceRequest,
+    ModelError,
+    ReasoningChunk,
+    StreamChunk,
+    TextChunk,
+    ToolCallArgsChunk,
+    ToolCallStartChunk,
+    UsageChunk,
+)
+from runs.runtime.types import Message, Role, TokenUsage, ToolDescriptor
+
+logger = logging.getLogger(__name__)
+
+CANCEL_POLL_SECONDS = 0.05
+NO_API_KEY = "not-needed"
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g}"
+
+
+def _provider_message(exc: openai.APIError) -> str:
+    """The provider's own error message: `{"error": {"message": ...}}` (the SDK unwraps
+    `error`), a bare `{"message": ...}`, a plain-text body, or the SDK's message."""
+    body = exc.body
+    if isinstance(body, Mapping):
+        message = body.get("message")
+        if isinstance(message, str) and message:
+            return message
+        inner = body.get("error")
+        if isinstance(inner, Mapping) and isinstance(inner.get("message"), str):
+            return str(inner["message"])
+        if isinstance(inner, str) and inner:
+            return inner
+        if body:
+            return json.dumps(body, ensure_ascii=False, default=str)[:500]
+    if isinstance(body, str) and body.strip():
+        return body.strip()[:500]
+    return exc.message
+
+
+# --- request conversion -------------------------------------------------------------------
+
+
+def _arguments_json(arguments: Any) -> str:
+    if isinstance(arguments, str):
+        return arguments
+    return json.dumps(arguments if arguments is not None else {}, ensure_ascii=False, default=str)
+
+
+def convert_message(message: Message) -> dict[str, Any]:
+    """One runtime message as a Chat Completions message."""
+    text = message.text()
+    if message.role is Role.ASSISTANT:
+        data: dict[str, Any] = {"role": "assistant"}
+        if message.tool_calls:
+            data["content"] = text or None
+            data["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": _arguments_json(call.arguments)},
+                }
+                for call in message.tool_calls
+            ]
+        else:
+            data["content"] = text
+        return data
+    if message.role is Role.TOOL:
+        return {"role": "tool", "tool_call_id": message.tool_call_id or "", "content": text}
+    return {"role": message.role.value, "content": text}
+
+
+def convert_tool(tool: ToolDescriptor) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": tool.parameters or {"type": "object", "properties": {}},
+        },
+    }
+
+
+def build_messages(request: InferenceRequest) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    if request.system_prompt:
+        messages.append({"role": "system", "content": request.system_prompt})
+    messages.extend(convert_message(message) for message in request.messages)
+    return messages
+
+
+# --- stream translation -------------------------------------------------------------------
+
+
+@dataclass
+class _ToolCallSlot:
+    id: str
+    name: str = ""
+    started: bool = False
+    pending_args: list[str] = field(default_factory=list)
+
+
+def _field(obj: Any, name: str) -> Any:
+    """An attribute of an SDK model (declared or extra) or a key of a plain mapping."""
+    if obj is None:
+        return None
+    if isinstance(obj, Mapping):
+        return obj.get(name)
+    value = getattr(obj, name, None)
+    if value is None:
+        extra = getattr(obj, "model_extra", None)
+        if isinstance(extra, Mapping):
+            value = extra.get(name)
+    return value
+
+
+def _int_or_none(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise ValueError(f"expected a token count, got {value!r}")
+    return int(value)
+
+
+def usage_from(raw: Any) -> TokenUsage:
+    prompt = _int_or_none(_field(raw, "prompt_tokens"))
+    completion = _int_or_none(_field(raw, "completion_tokens"))
+    total = _int_or_none(_field(raw, "total_tokens"))
+    if total is None and (prompt is not None or completion is not None):
+        total = (prompt or 0) + (completion or 0)
+    prompt_details = _field(raw, "prompt_tokens_details")
+    completion_details = _field(raw, "completion_tokens_details")
+    return TokenUsage(
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        total_tokens=total,
+        cache_read_tokens=_int_or_none(_field(prompt_details, "cached_tokens")),
+        cache_creation_tokens=_int_or_none(_field(prompt_details, "cache_write_tokens")),
+        thinking_tokens=_int_or_none(_field(completion_details, "reasoning_tokens")),
+    )
+
+
+class StreamTranslator:
+    """Turns `chat.completion.chunk` objects into runtime chunks.
+
+    Tool calls are tracked by their `index`: the first fragment of an index (with its id
+    and name) starts the call, its `function.arguments` pieces follow as argument chunks.
+    Servers differ: some repeat the id (or name) on every fragment, some send the name and
+    the first arguments together, some omit the id (one is made up), and some number every
+    parallel call 0 (a new id with a name under a known index starts a new call). Usage is
+    reported once, at the end: the last usage the server sent."""
+
+    def __init__(self) -> None:
+        self._by_key: dict[Any, _ToolCallSlot] = {}
+        self._slots: list[_ToolCallSlot] = []
+        self._ids: set[str] = set()
+        self.usage: TokenUsage | None = None
+
+    def feed(self, chunk: Any) -> list[StreamChunk]:
+        out: list[StreamChunk] = []
+        usage = _field(chunk, "usage")
+        if usage is not None:
+            self.usage = usage_from(usage)
+        for choice in _field(chunk, "choices") or []:
+            if _field(choice, "index") not in (0, None):
+                continue  # n > 1 is never requested; ignore other choices
+            delta = _field(choice, "delta")
+            if delta is None:
+                continue
+            for name in ("reasoning_content", "reasoning"):
+                reasoning = _field(delta, name)
+                if isinstance(reasoning, str) and reasoning:
+                    out.append(ReasoningChunk(reasoning))
+                    break
+            content = _field(delta, "content")
+            if isinstance(content, str) and content:
+                out.append(TextChunk(content))
+            for position, call in enumerate(_field(delta, "tool_calls") or []):
+                out.extend(self._tool_call(position, call))
+        return out
+
+    def _tool_call(self, position: int, call: Any) -> list[StreamChunk]:
+        index = _field(call, "index")
+        call_id = _field(call, "id") or None
+        function = _field(call, "function")
+        name = _field(function, "name") or None
+        arguments = _field(function, "arguments")
+        if arguments is not None and not isinstance(arguments, str):
+            arguments = json.dumps(arguments, ensure_ascii=False)  # some servers send objects
+        key: Any = index if index is not None else (call_id or f"position:{position}")
+
+        slot = self._by_key.get(key)
+        if slot is not None and call_id and call_id != slot.id and name:
+            slot = None  # every parallel call under one index: a new id and name, a new call
+        if slot is None:
+            slot = _ToolCallSlot(id=self._unique_id(call_id))
+            self._by_key[key] = slot
+            self._slots.append(slot)
+
+        out: list[StreamChunk] = []
+        if not slot.started:
+            if name:
+                slot.name = name
+                slot.started = True
+                out.append(ToolCallStartChunk(slot.id, slot.name))
+                out.extend(ToolCallArgsChunk(slot.id, piece) for piece in slot.pending_args)
+                slot.pending_args.clear()
+            elif arguments:
+                slot.pending_args.append(arguments)  # no name yet: hold the arguments
+                return out
+        if arguments and slot.started:
+            out.append(ToolCallArgsChunk(slot.id, arguments))
+        return out
+
+    def _unique_id(self, call_id: str | None) -> str:
+        candidate = call_id or f"call_{uuid.uuid4().hex[:24]}"
+        if candidate in self._ids:
+            candidate = f"{candidate}_{len(self._ids)}"
+        self._ids.add(candidate)
+        return candidate
+
+    def finish(self) -> list[StreamChunk]:
+        unnamed = [slot.id for slot in self._slots if not slot.started]
+        if unnamed:
+            raise ModelError(
+                f"malformed stream data from provider: tool call {unnamed[0]!r} has no function name"
+            )
+        return [UsageChunk(self.usage)] if self.usage is not None else []
+
+
+# --- cancellation -------------------------------------------------------------------------
+
+
+def _shutdown_socket(response: Any) -> bool:
+    """Shut the response's socket down so a read blocked on it returns now (closing the
+    socket alone does not wake a blocked read on Linux)."""
+    extensions = getattr(response, "extensions", None) or {}
+    network_stream = extensions.get("network_stream")
+    get_extra_info = getattr(network_stream, "get_extra_info", None)
+    if get_extra_info is None:
+        return False
+    try:
+        sock = get_extra_info("socket")
+        if isinstance(sock, socket.socket):
+            sock.shutdown(socket.SHUT_RDWR)
+            return True
+    except OSError:
+        return True  # already closed or shut down: nothing is blocked on it
+    except Exception:  # pragma: no cover - a transport we do not know
+        logger.debug("could not shut down the provider socket", exc_info=True)
+    return False
+
+
+def _close_quietly(stream: Any) -> None:
+    try:
+        stream.close()
+    except Exception:
+        logger.debug("closing the provider stream failed", exc_info=True)
+
+
+class _CancelWatcher:
+    """Polls the token while the body streams; when it fires, breaks the connection.
+
+    `stop()` returns only once the watcher can no longer touch the connection, so a
+    connection handed back to the pool is never shut down by a late watcher."""
+
+    def __init__(self, stream: Any, cancel: CancellationToken) -> None:
+        self._stream = stream
+        self._cancel = cancel
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self.fired = False
+        self._thread = threading.Thread(target=self._run, name="openai-cancel-watch", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(CANCEL_POLL_SECONDS):
+            if not self._cancel.is_cancelled():
+                continue
+            with self._lock:
+                if self._stop.is_set():
+                    return
+                self.fired = True
+                response = getattr(self._stream, "response", None)
+                if not _shutdown_socket(response):
+                    _close_quietly(self._stream)  # best effort for other transports
+            return
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stop.set()
+
+
+class _Opener:
+    """Runs the SDK call that sends the request (and retries) in a helper thread, so the
+    caller can give up on cancellation; a stream that arrives after that is closed."""
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._abandoned = False
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+    def _run(self) -> None:
+        result: Any = None
+        error: BaseException | None = None
+        try:
+            result = self._call()
+        except BaseException as exc:  # handed to the caller's thread
+            error = exc
+        with self._lock:
+            self.result, self.error = result, error
+            abandoned = self._abandoned
+            self._done.set()
+        if abandoned and result is not None:
+            _close_quietly(result)
+
+    def open(self, cancel: CancellationToken) -> Any:
+        """The stream, or None if cancelled first. Raises what the SDK raised."""
+        thread = threading.Thread(target=self._run, name="openai-request", daemon=True)
+        thread.start()
+        while not self._done.wait(CANCEL_POLL_SECONDS):
+            if cancel.is_cancelled():
+                with self._lock:
+                    if not self._done.is_set():
+                        self._abandoned = True
+                        return None
+                break
+        if self.error is not None:
+            raise self.error
+        if cancel.is_cancelled():
+            _close_quietly(self.result)
+            return None
+        return self.result
+
+
+# --- the client -----------------------------------------------------------------------------
+
+
+class OpenAIChatClient:
+    name = "openai"
+
+    def __init__(
+        self,
+        model_id: str,
+        upstream_model: str,
+        base_url: str,
+        api_key: str | None,
+        timeout: float,
+        max_retries: int = 3,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self.model_id = model_id
+        self.upstream_model = upstream_model or model_id
+        self.base_url = base_url or DEFAULT_BASE_URL
+        self.timeout = float(timeout)
+        self.max_retries = max_retries
+        self.extra_headers = dict(extra_headers or {})
+        self._client = openai.OpenAI(
+            base_url=self.base_url,
+            api_key=api_key or NO_API_KEY,
+            timeout=openai.Timeout(self.timeout, connect=min(self.timeout, 10.0)),
+            max_retries=max_retries,
+            default_headers=self.extra_headers or None,
+        )
+
+    def __repr__(self) -> str:
+        return f"OpenAIChatClient(model={self.upstream_model!r}, base_url={self.base_url!r})"
+
+    def close(self) -> None:
+        """Release the connection pool (optional: it is also released when collected)."""
+        self._client.close()
+
+    def request_params(self, request: InferenceRequest) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            "model": self.upstream_model,
+            "messages": build_messages(request),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if request.tools:
+            params["tools"] = [convert_tool(tool) for tool in request.tools]
+        if request.options:
+            params["extra_body"] = dict(request.options)
+        return params
+
+    def stream(self, request: InferenceRequest, cancel: CancellationToken) -> Iterator[StreamChunk]:
+        try:
+            params = self.request_params(request)
+        except Exception as exc:
+            raise ModelError(f"cannot build the request for the provider: {exc}") from exc
+        return self._stream(params, cancel)
+
+    def _stream(self, params: dict[str, Any], cancel: CancellationToken) -> Iterator[StreamChunk]:
+        if cancel.is_cancelled():
+            return
+        try:
+            sdk_stream = _Opener(lambda: self._client.chat.completions.create(**params)).open(
+                cancel
+            )
+        except Exception as exc:
+            raise self._model_error(exc, opening=True) from exc
+        if sdk_stream is None:
+            return
+        watcher = _CancelWatcher(sdk_stream, cancel)
+        watcher.start()
+        translator = StreamTranslator()
+        try:
+            events = iter(sdk_stream)
+            while True:
+                if cancel.is_cancelled():
+                    return
+                try:
+                    event = next(events)
+                except StopIteration:
+                    break
+                except Exception as exc:
+                    if watcher.fired or cancel.is_cancelled():
+                        return
+                    raise self._model_error(exc, opening=False) from exc
+                try:
+                    chunks = translator.feed(event)
+                except Exception as exc:
+                    raise ModelError(f"malformed stream data from provider: {exc}") from exc
+                yield from chunks
+            if cancel.is_cancelled():
+                return
+            yield from translator.finish()
+        finally:
+            watcher.stop()
+            _close_quietly(sdk_stream)
+
+    def _model_error(self, exc: Exception, *, opening: bool) -> ModelError:
+        if isinstance(exc, ModelError):
+            return exc
+        if isinstance(exc, openai.RateLimitError):
+            return ModelError(
+                f"rate limited by provider after {self.max_retries} retries: {_provider_message(exc)}"
+            )
+        if isinstance(exc, openai.APIStatusError):
+            return ModelError(f"provider error {exc.status_code}: {_provider_message(exc)}")
+        if isinstance(exc, openai.APITimeoutError):
+            return ModelError(f"provider timed out after {_seconds(self.timeout)}s")
+        if isinstance(exc, openai.APIConnectionError):
+            cause = exc.__cause__ or exc.__context__
+            detail = f"{cause.__class__.__name__}: {cause}" if cause else exc.message
+            if opening:
+                return ModelError(f"cannot reach provider at {self.base_url}: {detail}")
+            return ModelError(f"lost the connection to provider at {self.base_url}: {detail}")
+        if isinstance(exc, openai.APIResponseValidationError):
+            return ModelError(f"malformed response from provider: {exc.message}")
+        if isinstance(exc, openai.APIError):  # an error event inside the stream
+            return ModelError(f"provider error: {_provider_message(exc)}")
+        if isinstance(exc, ValueError):  # e.g. a `data:` line that is not JSON
+            return ModelError(f"malformed stream data from provider: {exc}")
+        if isinstance(exc, openai.OpenAIError):
+            return ModelError(f"openai client error: {exc}")
+        return ModelError(f"openai client failed: {exc.__class__.__name__}: {exc}")

@@ -1,0 +1,246 @@
+"""Real processes for the distributed mode: `celery worker`, `celery beat` and `daphne`
+subprocesses against PostgreSQL and Redis.
+
+Needs DATABASE_URL (PostgreSQL) and REDIS_URL; skipped otherwise, unless
+AWAKEN_REQUIRE_INTEGRATION=1 (CI), which makes the session fail instead (tests/conftest.py). Tests that restart
+Redis also need AWAKEN_TEST_REDIS_RESTARTABLE=1: they must own that Redis.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parents[2]
+LEASE_SECONDS = "2"
+SWEEP_SECONDS = "0.5"
+
+
+def _missing() -> str | None:
+    if connection.vendor != "postgresql":
+        return "integration tests need DATABASE_URL pointing at PostgreSQL"
+    if not settings.REDIS_URL:
+        return "integration tests need REDIS_URL"
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    reason = _missing()
+    for item in items:
+        if "tests/integration" not in str(item.fspath):
+            continue
+        item.add_marker(pytest.mark.integration)
+        if reason is not None:
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def wait_for(
+    predicate: Callable[[], object], timeout: float, what: str, interval: float = 0.05
+) -> object:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Proc:
+    """A child process in its own process group, logging to a file."""
+
+    def __init__(self, name: str, args: list[str], env: dict[str, str], log_dir: Path) -> None:
+        self.name = name
+        self.log_path = log_dir / f"{name}.log"
+        self._log = self.log_path.open("wb")
+        self.popen = subprocess.Popen(
+            args,
+            cwd=ROOT,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.popen.poll() is None:
+            os.killpg(self.popen.pid, sig)
+            self.popen.wait(timeout=20)
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            os.killpg(self.popen.pid, signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self._log.close()
+
+
+@pytest.fixture
+def service_env(transactional_db: None) -> dict[str, str]:
+    """Environment for child processes: the test database, short leases, fast sweep."""
+    db = connection.settings_dict
+    user = db.get("USER") or ""
+    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
+    host = db.get("HOST") or "127.0.0.1"
+    port = db.get("PORT") or 5432
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"postgres://{user}{password}@{host}:{port}/{db['NAME']}",
+        "REDIS_URL": settings.REDIS_URL,
+        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+        "AWAKEN_LEASE_SECONDS": LEASE_SECONDS,
+        "AWAKEN_SWEEP_SECONDS": SWEEP_SECONDS,
+        "AWAKEN_EMBEDDED_WORKER": "false",
+        "DJANGO_SETTINGS_MODULE": "awaken_site.settings",
+        "PYTHONUNBUFFERED": "1",
+        "LOG_LEVEL": "INFO",
+        "CELERY_LOG_LEVEL": "INFO",
+    }
+    return env
+
+
+@pytest.fixture
+def processes(service_env: dict[str, str], tmp_path: Path) -> Iterator[Callable[..., Proc]]:
+    """Start named worker/beat/daphne processes; all are stopped at the end of the test."""
+    started: list[Proc] = []
+
+    def start(kind: str, name: str | None = None, **options: object) -> Proc:
+        name = name or f"{kind}{len(started) + 1}"
+        if kind == "worker":
+            args = [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "awaken_site",
+                "worker",
+                "--pool",
+                "prefork",
+                "--concurrency",
+                str(options.get("concurrency", 4)),
+                "--loglevel",
+                "INFO",
+                "--hostname",
+                f"{name}@%h",
+                "--without-gossip",
+                "--without-mingle",
+            ]
+            ready = "ready."
+        elif kind == "beat":
+            args = [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "awaken_site",
+                "beat",
+                "--loglevel",
+                "INFO",
+                "--schedule",
+                str(tmp_path / "beat-schedule"),
+            ]
+            ready = "beat: Starting"
+        elif kind == "daphne":
+            port = int(options["port"])  # type: ignore[call-overload]
+            args = [
+                sys.executable,
+                "-m",
+                "daphne",
+                "-b",
+                "127.0.0.1",
+                "-p",
+                str(port),
+                "awaken_site.asgi:application",
+            ]
+            ready = "Listening on TCP address"
+        else:
+            raise ValueError(kind)
+        proc = Proc(name, args, service_env, tmp_path)
+        started.append(proc)
+        try:
+            wait_for(
+                lambda: ready in proc.log() or proc.popen.poll() is not None, 40, f"{name} to start"
+            )
+        except AssertionError:
+            raise AssertionError(f"{name} did not start:\n{proc.log()[-3000:]}") from None
+        if proc.popen.poll() is not None:
+            raise AssertionError(f"{name} exited:\n{proc.log()[-3000:]}")
+        return proc
+
+    yield start
+    for proc in reversed(started):
+        proc.stop()
+
+
+def redis_restart() -> None:
+    """Restart the Redis of REDIS_URL with nothing kept (the tests own it)."""
+    if os.environ.get("AWAKEN_TEST_REDIS_RESTARTABLE") != "1":
+        pytest.skip("set AWAKEN_TEST_REDIS_RESTARTABLE=1 to let tests restart this Redis")
+    url = urlparse(settings.REDIS_URL)
+    port = str(url.port or 6379)
+    host = url.hostname or "127.0.0.1"
+    subprocess.run(
+        ["redis-cli", "-h", host, "-p", port, "shutdown", "nosave"],
+        check=False,
+        capture_output=True,
+    )
+    wait_for(
+        lambda: (
+            subprocess.run(
+                ["redis-cli", "-h", host, "-p", port, "ping"], capture_output=True
+            ).returncode
+            != 0
+        ),
+        10,
+        "redis to stop",
+    )
+    time.sleep(1.0)
+    subprocess.run(
+        [
+            "redis-server",
+            "--bind",
+            host,
+            "--port",
+            port,
+            "--daemonize",
+            "yes",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    wait_for(
+        lambda: (
+            subprocess.run(
+                ["redis-cli", "-h", host, "-p", port, "ping"], capture_output=True
+            ).stdout.strip()
+            == b"PONG"
+        ),
+        10,
+        "redis to come back",
+    )

@@ -1,0 +1,226 @@
+"""The distributed mode with real processes: PostgreSQL, Redis, `celery worker`,
+`celery beat` and `daphne` subprocesses (see conftest.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+import websockets
+from django.contrib.auth.models import User
+from django.test import Client
+
+from agents.models import Note
+from runs.models import Decision, Message, Run, RunEvent, Ticket, ToolCall
+from runs.services.runs import run_cancel, run_start
+from runs.services.tickets import decision_submit
+from tests.factories import call, scripted_agent
+from tests.integration.conftest import free_port, redis_restart, wait_for
+
+APPROVAL = {"default_behavior": "allow", "rules": [{"tool": "write_note", "behavior": "ask"}]}
+
+
+def gap_free(run: Run) -> bool:
+    seqs = list(RunEvent.objects.filter(run=run).order_by("seq").values_list("seq", flat=True))
+    return seqs == list(range(1, len(seqs) + 1)) and Run.objects.get(
+        pk=run.pk
+    ).last_event_seq == len(seqs)
+
+
+def messages_contiguous(run: Run) -> list[str]:
+    rows = list(
+        Message.objects.filter(thread=run.thread).order_by("seq").values_list("seq", "role")
+    )
+    assert [seq for seq, _ in rows] == list(range(1, len(rows) + 1))
+    return [role for _, role in rows]
+
+
+def all_done(runs: list[Run]) -> bool:
+    return Run.objects.filter(pk__in=[r.pk for r in runs]).exclude(status="done").count() == 0
+
+
+def test_fifty_runs_submitted_at_once_all_finish_with_gap_free_logs(processes):
+    processes("worker")
+    processes("beat")
+    agent = scripted_agent(
+        [{"text": "", "tool_calls": [call("calculator", {"expression": "6*7"})]}, {"text": "42"}]
+    )
+    runs = [run_start(agent=agent, messages=f"question {i}") for i in range(50)]
+    wait_for(lambda: all_done(runs), 120, "50 runs to finish")
+    for run in runs:
+        run.refresh_from_db()
+        assert (run.status_reason, run.final_output) == ("natural", "42")
+        assert gap_free(run)
+        assert messages_contiguous(run) == ["user", "assistant", "tool", "assistant"]
+
+
+def test_a_worker_killed_in_a_slow_tool_is_replaced_without_duplicates(processes):
+    first = processes("worker", "doomed")
+    processes("beat")
+    agent = scripted_agent(
+        [{"text": "waiting", "tool_calls": [call("sleep", {"seconds": 3})]}, {"text": "woke up"}],
+        tools=["sleep"],
+    )
+    run = run_start(agent=agent, messages="take your time")
+    wait_for(
+        lambda: Run.objects.filter(pk=run.pk, status="running").exclude(lease_owner="").exists(),
+        20,
+        "claim",
+    )
+    time.sleep(1.0)  # the model turn is instant: the worker is inside the sleep tool now
+    first.kill()
+    processes("worker", "replacement")
+    wait_for(
+        lambda: Run.objects.get(pk=run.pk).status == "done",
+        60,
+        "the run to finish on the new worker",
+    )
+    run.refresh_from_db()
+    assert (run.status_reason, run.final_output) == ("natural", "woke up")
+    assert run.recoveries == 1
+    assert ToolCall.objects.get(run=run).status == "succeeded"
+    assert messages_contiguous(run) == ["user", "assistant", "tool", "assistant"]
+    assert gap_free(run)
+    assert RunEvent.objects.filter(run=run, event_type="run_start").count() == 1
+
+
+def test_runs_waiting_and_running_finish_after_redis_restarts(processes):
+    worker = processes("worker")
+    beat = processes("beat")
+    approval = scripted_agent(
+        [
+            {"text": "", "tool_calls": [call("write_note", {"title": "t", "body": "b"})]},
+            {"text": "noted"},
+        ],
+        permission=APPROVAL,
+    )
+    slow = scripted_agent(
+        [{"text": "", "tool_calls": [call("sleep", {"seconds": 2})]}, {"text": "slept"}],
+        tools=["sleep"],
+    )
+    waiting = [run_start(agent=approval, messages=f"note {i}") for i in range(3)]
+    running = [run_start(agent=slow, messages=f"sleep {i}") for i in range(3)]
+    wait_for(
+        lambda: Run.objects.filter(pk__in=[r.pk for r in waiting], status="waiting").count() == 3,
+        30,
+        "waits",
+    )
+    wait_for(
+        lambda: Run.objects.filter(pk__in=[r.pk for r in running], status="running").count() == 3,
+        30,
+        "claims",
+    )
+    redis_restart()
+    for ticket in Ticket.objects.filter(run__in=waiting, status="pending"):
+        decision_submit(ticket=ticket, action="approve", actor_label="ops")
+    try:
+        wait_for(lambda: all_done(waiting + running), 90, "every run to finish after the restart")
+    except AssertionError:
+        states = list(
+            Run.objects.filter(pk__in=[r.pk for r in waiting + running]).values_list(
+                "status", "due", "lease_owner", "recoveries"
+            )
+        )
+        raise AssertionError((states, worker.log()[-4000:], beat.log()[-1500:])) from None
+    for run in waiting + running:
+        run.refresh_from_db()
+        assert run.status_reason == "natural", (run.pk, run.status_reason, run.error_payload)
+        assert gap_free(run)
+        assert not ToolCall.objects.filter(run=run).exclude(status="succeeded").exists()
+    assert Note.objects.count() == 3
+
+
+def test_cancel_while_the_model_streams_ends_the_run_within_a_second(processes):
+    processes("worker")
+    agent = scripted_agent([{"text": " ".join(["slow"] * 50), "delay": 20}])
+    run = run_start(agent=agent, messages="talk")
+    wait_for(
+        lambda: Run.objects.filter(pk=run.pk, status="running").exclude(lease_owner="").exists(),
+        20,
+        "claim",
+    )
+    time.sleep(0.5)
+    asked = time.monotonic()
+    run_cancel(run=run)
+    wait_for(
+        lambda: Run.objects.get(pk=run.pk).status == "done", 5, "the cancel to land", interval=0.01
+    )
+    elapsed = time.monotonic() - asked
+    run.refresh_from_db()
+    assert run.status_reason == "cancelled"
+    assert elapsed < 1.0, elapsed
+    assert gap_free(run)
+
+
+def test_a_ticket_past_its_deadline_is_rejected_by_the_system_and_the_run_continues(processes):
+    processes("worker")
+    processes("beat")
+    agent = scripted_agent(
+        [
+            {"text": "", "tool_calls": [call("write_note", {"title": "late", "body": "b"})]},
+            {"text": "understood"},
+        ],
+        permission=APPROVAL,
+        ticket_deadline_seconds=1,
+    )
+    run = run_start(agent=agent, messages="note it")
+    wait_for(lambda: Run.objects.get(pk=run.pk).status == "waiting", 20, "the ticket")
+    ticket = Ticket.objects.get(run=run)
+    assert ticket.deadline_at is not None and ticket.default_action == "reject"
+    wait_for(lambda: Run.objects.get(pk=run.pk).status == "done", 20, "the deadline to pass")
+    decision = Decision.objects.get(ticket=ticket)
+    assert (decision.action, decision.actor_label) == ("reject", "system")
+    assert "deadline" in decision.comment
+    run.refresh_from_db()
+    assert run.status_reason == "natural" and not Note.objects.exists()
+    assert gap_free(run)
+
+
+def test_a_browser_websocket_on_daphne_sees_every_event_of_a_worker_run_once(processes):
+    port = free_port()
+    processes("daphne", port=port)
+    processes("worker")
+    user = User.objects.create_superuser("watcher", password="pw")
+    client = Client()
+    client.force_login(user)
+    cookie = f"sessionid={client.cookies['sessionid'].value}"
+    agent = scripted_agent(
+        [{"text": "", "tool_calls": [call("calculator", {"expression": "1+1"})]}, {"text": "two"}]
+    )
+    run = run_start(agent=agent, messages="add")
+
+    async def watch() -> list[dict]:
+        url = f"ws://127.0.0.1:{port}/ws/runs/{run.pk}/?after_seq=0"
+        headers = {"Cookie": cookie, "Origin": f"http://127.0.0.1:{port}"}
+        frames: list[dict] = []
+        async with websockets.connect(url, additional_headers=headers) as socket:
+            while True:
+                message = json.loads(await asyncio.wait_for(socket.recv(), timeout=30))
+                if message["type"] != "event":
+                    continue
+                frames.append(message["event"])
+                if message["event"]["event_type"] == "run_finish":
+                    return frames
+
+    frames = asyncio.run(watch())
+    assert [f["seq"] for f in frames] == list(range(1, len(frames) + 1))
+    stored = list(
+        RunEvent.objects.filter(run=run).order_by("seq").values_list("event_type", flat=True)
+    )
+    assert [f["event_type"] for f in frames] == stored
+
+
+@pytest.mark.parametrize("origin", ["http://evil.example.com"])
+def test_daphne_refuses_a_websocket_from_a_foreign_origin(processes, origin):
+    port = free_port()
+    processes("daphne", port=port)
+
+    async def attempt() -> None:
+        url = f"ws://127.0.0.1:{port}/ws/runs/00000000-0000-0000-0000-000000000000/"
+        async with websockets.connect(url, additional_headers={"Origin": origin}):
+            pass
+
+    with pytest.raises(websockets.exceptions.InvalidStatus):
+        asyncio.run(attempt())
