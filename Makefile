@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install run test test-postgres lint bench clean
+.PHONY: install run test test-distributed lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,15 @@ run: install
 
 test: install
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The same suite on PostgreSQL + a private Redis, with real worker/beat/daphne processes.
+TEST_REDIS_PORT ?= 6390
+test-distributed: install
+	@redis-cli -p $(TEST_REDIS_PORT) ping >/dev/null 2>&1 || redis-server --daemonize yes \
+		--bind 127.0.0.1 --port $(TEST_REDIS_PORT) --save "" --appendonly no
+	DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test} \
+	REDIS_URL=redis://127.0.0.1:$(TEST_REDIS_PORT)/0 AWAKEN_TEST_REDIS_RESTARTABLE=1 \
+	AWAKEN_REQUIRE_POSTGRES=1 AWAKEN_REQUIRE_INTEGRATION=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff check .
