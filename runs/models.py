@@ -243,6 +243,11 @@ class Run(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        permissions = [
+            ("start_run", "Can start runs and send messages to threads"),
+            ("cancel_run", "Can cancel runs"),
+            ("retry_run", "Can retry failed runs"),
+        ]
         indexes = [
             # runs list: newest first, filtered by status
             models.Index(fields=["status", "-created_at"], name="run_status_recent_idx"),
@@ -367,6 +372,7 @@ class Ticket(models.Model):
 
     class Meta:
         ordering = ["created_at"]
+        permissions = [("decide_ticket", "Can approve, edit, reject or answer tickets")]
         indexes = [
             # approvals inbox: pending tickets, oldest first
             models.Index(fields=["status", "created_at"], name="ticket_inbox_idx"),
@@ -455,3 +461,55 @@ class RunEvent(models.Model):
 
     def as_frame(self) -> dict:
         return {**self.payload, "seq": self.seq, "created_at": self.created_at.isoformat()}
+
+
+class AuditEntry(models.Model):
+    """One record per operator action (decisions, cancels, retries, runs started), written
+    in the same transaction as the action."""
+
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="audit_entries",
+        help_text="User who acted (null for the system or the CLI).",
+    )
+    actor_label = models.CharField(
+        max_length=200, help_text="Who, as shown: username, 'system', 'cli'."
+    )
+    action = models.CharField(
+        max_length=40, help_text="e.g. run.start, ticket.approve, run.cancel."
+    )
+    target_type = models.CharField(max_length=40, help_text="run, ticket, thread, agent …")
+    target_id = models.CharField(max_length=100, help_text="Id of the target.")
+    run = models.ForeignKey(
+        Run,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="audit_entries",
+        help_text="Run concerned, for filtering.",
+    )
+    before = models.JSONField(
+        null=True, blank=True, help_text="State before (e.g. the model's arguments)."
+    )
+    after = models.JSONField(
+        null=True, blank=True, help_text="State after (e.g. the edited arguments)."
+    )
+    comment = models.TextField(blank=True, help_text="Reason given.")
+    source = models.CharField(
+        max_length=20, default="ui", help_text="ui, api, cli, admin or system."
+    )
+    request_id = models.CharField(max_length=64, blank=True, help_text="Request that caused it.")
+    created_at = models.DateTimeField(default=timezone.now, help_text="When.")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            # audit page: newest first, filtered by action
+            models.Index(fields=["action", "-created_at"], name="audit_action_recent_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.actor_label} {self.action} {self.target_type}:{self.target_id}"

@@ -383,7 +383,7 @@ def run_notify_parent(*, run_id: Any) -> None:
         "steps": result.steps,
     }
     try:
-        decision_submit(ticket=ticket, action="respond", payload=payload, actor_label="system")
+        decision_submit(ticket=ticket, action="respond", payload=payload)
     except ServiceError:
         logger.info("parent ticket for child run %s was already decided", run_id)
 
@@ -444,7 +444,6 @@ def tickets_expire(*, now: dt.datetime) -> int:
                 ticket=ticket,
                 action=action,
                 comment=f"no decision by the deadline ({ticket.deadline_at:%Y-%m-%d %H:%M:%S %Z})",
-                actor_label="system",
             )
             expired += 1
         except ServiceError:

@@ -12,6 +12,7 @@ from agents.services import agent_version_current
 from runs.models import Message, Run, Thread, Ticket, ToolCall
 from runs.runtime import events as ev
 from runs.runtime import types as rt
+from runs.services.audit import SYSTEM, Actor, audit_record
 from runs.services.dispatch import run_dispatch
 from runs.services.errors import IllegalTransition, InvalidInput
 from runs.services.events import apply_thread_projection, events_append
@@ -93,7 +94,7 @@ def run_start(
     messages: Any,
     thread: Thread | None = None,
     idempotency_key: str = "",
-    sender_id: str | None = None,
+    actor: Actor = SYSTEM,
 ) -> Run:
     """Start a run on a new or existing thread. A message to a thread whose open run
     waits continues that run (same run id) instead of starting another."""
@@ -109,7 +110,16 @@ def run_start(
     open_run = _open_run(thread)
     if open_run is not None:
         if open_run.status == Run.Status.WAITING:
-            return _run_continue(open_run, thread, new_messages)
+            run = _run_continue(open_run, thread, new_messages)
+            audit_record(
+                actor=actor,
+                action="run.continue",
+                target_type="run",
+                target_id=run.pk,
+                run=run,
+                after={"messages": [m.text() for m in new_messages]},
+            )
+            return run
         raise IllegalTransition(
             f"thread {thread.pk} already has a {open_run.status} run ({open_run.pk}); "
             "wait for it to finish or cancel it",
@@ -126,13 +136,25 @@ def run_start(
         idempotency_key=idempotency_key,
         request=rt.RunRequestSnapshot(
             origin="User",
-            sender_id=sender_id,
+            sender_id=actor.name,
             input_message_ids=trigger_ids,
             input_message_count=len(trigger_ids),
         ).to_json(),
         input=_input_for(thread, trigger_ids),
     )
     apply_thread_projection(run)
+    audit_record(
+        actor=actor,
+        action="run.start",
+        target_type="run",
+        target_id=run.pk,
+        run=run,
+        after={
+            "agent": agent.slug,
+            "thread": str(thread.pk),
+            "messages": [m.text() for m in new_messages],
+        },
+    )
     run_dispatch(run.pk)
     return run
 
@@ -148,7 +170,6 @@ def _run_continue(run: Run, thread: Thread, messages: list[rt.Message]) -> Run:
             ticket=ticket,
             action="reject",
             comment="superseded by a new user message",
-            actor_label="system",
             dispatch=False,
         )
     trigger_ids = _append_to_thread(thread, messages)
@@ -161,7 +182,7 @@ def _run_continue(run: Run, thread: Thread, messages: list[rt.Message]) -> Run:
 
 
 @transaction.atomic
-def run_cancel(*, run: Run) -> Run:
+def run_cancel(*, run: Run, actor: Actor = SYSTEM) -> Run:
     """Cancel means done (SPEC §2.4): a run nobody executes ends `cancelled` now; a running
     one is asked to stop cooperatively. Open tickets close, child runs are cancelled."""
     run = Run.objects.select_for_update().get(pk=run.pk)
@@ -171,7 +192,15 @@ def run_cancel(*, run: Run) -> Run:
             {"status": run.status, "status_reason": run.status_reason},
         )
     for child in Run.objects.filter(parent_run=run).exclude(status=Run.Status.DONE):
-        run_cancel(run=child)
+        run_cancel(run=child, actor=actor)
+    audit_record(
+        actor=actor,
+        action="run.cancel",
+        target_type="run",
+        target_id=run.pk,
+        run=run,
+        before={"status": run.status, "status_reason": run.status_reason},
+    )
     now = timezone.now()
     held = bool(run.lease_owner) and run.lease_expires_at is not None and run.lease_expires_at > now
     if held:
@@ -227,7 +256,7 @@ def _finish_cancelled(run: Run, now: Any) -> None:
 
 
 @transaction.atomic
-def run_retry(*, run: Run) -> Run:
+def run_retry(*, run: Run, actor: Actor = SYSTEM) -> Run:
     """A failed run starts again from its last checkpoint: a new run on the same thread,
     pinned to the same agent version (a done run is never reopened)."""
     run = Run.objects.select_for_update().get(pk=run.pk)
@@ -256,6 +285,15 @@ def run_retry(*, run: Run) -> Run:
         input=_input_for(thread, []),
     )
     apply_thread_projection(retry)
+    audit_record(
+        actor=actor,
+        action="run.retry",
+        target_type="run",
+        target_id=run.pk,
+        run=retry,
+        before={"run": str(run.pk), "status_reason": run.status_reason},
+        after={"run": str(retry.pk)},
+    )
     run_dispatch(retry.pk)
     return retry
 

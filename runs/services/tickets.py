@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from runs.models import Decision, Run, Ticket, ToolCall
 from runs.runtime import types as rt
+from runs.services.audit import SYSTEM, Actor, audit_record
 from runs.services.dispatch import run_dispatch
 from runs.services.errors import DecisionConflict, InvalidInput, NotFound
 from runs.services.events import events_append
@@ -164,8 +165,7 @@ def decision_submit(
     payload: Any = None,
     comment: str = "",
     decision_id: str | None = None,
-    actor: Any = None,
-    actor_label: str = "",
+    actor: Actor = SYSTEM,
     dispatch: bool = True,
 ) -> Decision:
     """Record the first decision on a ticket and, if it was the run's last open ticket,
@@ -174,7 +174,7 @@ def decision_submit(
         raise InvalidInput(f"action must be one of {', '.join(ACTIONS)}, got {action!r}")
     if action != "resume":
         _validate(ticket, action, arguments, payload)
-    label = actor_label or (actor.get_username() if actor is not None else "system")
+    label = actor.name
     with transaction.atomic():
         if decision_id:
             existing = Decision.objects.filter(ticket=ticket, decision_id=decision_id).first()
@@ -198,7 +198,7 @@ def decision_submit(
         decision = Decision.objects.create(
             ticket=ticket,
             action=final_action,
-            actor=actor,
+            actor=actor.user_or_none,
             actor_label=label,
             comment=comment,
             decision_id=decision_key,
@@ -223,6 +223,16 @@ def decision_submit(
             **updates
         )
         run = Run.objects.select_for_update().get(pk=ticket.run_id)
+        audit_record(
+            actor=actor,
+            action=f"ticket.{final_action}",
+            target_type="ticket",
+            target_id=ticket.pk,
+            run=run,
+            before={"arguments": ticket.arguments},
+            after={"arguments": arguments} if action == "edit" else {"result": resume.result},
+            comment=comment,
+        )
         events_append(
             run,
             [

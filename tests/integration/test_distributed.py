@@ -14,6 +14,7 @@ from django.test import Client
 
 from agents.models import Note
 from runs.models import Decision, Message, Run, RunEvent, Ticket, ToolCall
+from runs.services.audit import Actor
 from runs.services.runs import run_cancel, run_start
 from runs.services.tickets import decision_submit
 from tests.factories import call, scripted_agent
@@ -114,7 +115,7 @@ def test_runs_waiting_and_running_finish_after_redis_restarts(processes):
     )
     redis_restart()
     for ticket in Ticket.objects.filter(run__in=waiting, status="pending"):
-        decision_submit(ticket=ticket, action="approve", actor_label="ops")
+        decision_submit(ticket=ticket, action="approve", actor=Actor(label="ops"))
     try:
         wait_for(lambda: all_done(waiting + running), 90, "every run to finish after the restart")
     except AssertionError:

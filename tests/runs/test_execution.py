@@ -13,6 +13,7 @@ from django.utils import timezone
 from agents.models import Note
 from runs.models import Message, Run, RunEvent, Ticket
 from runs.runtime.ports import LeaseLostError
+from runs.services.audit import Actor
 from runs.services.errors import DecisionConflict
 from runs.services.execution import run_advance, run_claim, run_execute, runs_sweep
 from runs.services.runs import run_cancel, run_start
@@ -221,7 +222,9 @@ def test_twenty_concurrent_decisions_apply_exactly_once():
         try:
             barrier.wait()
             decision_submit(
-                ticket=Ticket.objects.get(pk=ticket.pk), action="approve", actor_label=f"op{index}"
+                ticket=Ticket.objects.get(pk=ticket.pk),
+                action="approve",
+                actor=Actor(label=f"op{index}"),
             )
             result = "applied"
         except DecisionConflict:

@@ -7,6 +7,7 @@ import pytest
 
 from agents.models import Note
 from runs.models import Decision, Message, Run, Thread, Ticket, ToolCall
+from runs.services.audit import Actor
 from runs.services.errors import DecisionConflict, IllegalTransition, InvalidInput
 from runs.services.runs import run_cancel, run_retry, run_start
 from runs.services.tickets import decision_submit, normalize_decision_body, ticket_for_target
@@ -114,7 +115,9 @@ def test_permission_ask_suspends_with_a_ticket_and_waiting_state():
 def test_approve_resumes_the_run_and_the_tool_runs_once():
     run = waiting_run()
     before = run.last_event_seq
-    decision = decision_submit(ticket=pending_ticket(run), action="approve", actor_label="alice")
+    decision = decision_submit(
+        ticket=pending_ticket(run), action="approve", actor=Actor(label="alice")
+    )
     run.refresh_from_db()
     assert run.due
     run = drive(run)
@@ -138,7 +141,7 @@ def test_approve_resumes_the_run_and_the_tool_runs_once():
 def test_reject_tells_the_model_with_the_reason_and_the_run_continues():
     run = waiting_run()
     decision_submit(
-        ticket=pending_ticket(run), action="reject", comment="not today", actor_label="bob"
+        ticket=pending_ticket(run), action="reject", comment="not today", actor=Actor(label="bob")
     )
     run = drive(run)
     assert run.status_reason == "natural"
@@ -155,7 +158,7 @@ def test_edit_runs_the_tool_with_edited_arguments_and_records_before_and_after()
     run = waiting_run()
     edited = {"title": "dinner", "body": "soup"}
     decision = decision_submit(
-        ticket=pending_ticket(run), action="edit", arguments=edited, actor_label="carol"
+        ticket=pending_ticket(run), action="edit", arguments=edited, actor=Actor(label="carol")
     )
     run = drive(run)
     assert run.status_reason == "natural"
@@ -228,9 +231,9 @@ def test_upstream_cancel_or_not_approved_is_a_rejection(body):
 def test_second_decision_gets_a_conflict_naming_who_decided_first():
     run = waiting_run()
     ticket = pending_ticket(run)
-    decision_submit(ticket=ticket, action="approve", actor_label="alice")
+    decision_submit(ticket=ticket, action="approve", actor=Actor(label="alice"))
     with pytest.raises(DecisionConflict, match="already decided by alice at") as info:
-        decision_submit(ticket=ticket, action="reject", actor_label="bob")
+        decision_submit(ticket=ticket, action="reject", actor=Actor(label="bob"))
     assert info.value.details["decision"]["actor"] == "alice"
     assert info.value.status == 409
 

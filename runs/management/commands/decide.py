@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from runs.cli import describe_outcome, follow_run
 from runs.models import Ticket
+from runs.services.audit import Actor
 from runs.services.errors import ServiceError
 from runs.services.tickets import ACTIONS, decision_submit
 
@@ -60,7 +61,7 @@ class Command(BaseCommand):
                 arguments=_json("--args", opts["arguments"]),
                 payload=payload,
                 comment=opts["comment"],
-                actor_label=opts["actor"],
+                actor=Actor(label=opts["actor"], source="cli"),
             )
         except ServiceError as exc:
             raise CommandError(exc.message) from exc

@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 from agents.models import Agent
 from runs.cli import describe_outcome, follow_run
 from runs.models import Thread
+from runs.services.audit import Actor
 from runs.services.errors import ServiceError
 from runs.services.runs import run_start
 
@@ -46,7 +47,12 @@ class Command(BaseCommand):
 
             start_embedded_worker()
         try:
-            run = run_start(agent=target, messages=message, thread=thread_obj)
+            run = run_start(
+                agent=target,
+                messages=message,
+                thread=thread_obj,
+                actor=Actor(label="cli", source="cli"),
+            )
         except ServiceError as exc:
             raise CommandError(exc.message) from exc
         self.stdout.write(f"run {run.pk} on thread {run.thread_id}\n")
