@@ -15,7 +15,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from runs.models import Run, RunEvent
-from runs.realtime import run_group
+from runs.realtime import DASHBOARD_GROUP, render_event_row, run_group
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
@@ -82,7 +82,7 @@ class RunStreamConsumer(AsyncJsonWebsocketConsumer):
                 return
 
     async def _send_frame(self, frame: dict[str, Any]) -> None:
-        await self.send_json({"type": "event", "event": frame})
+        await self.send_json({"type": "event", "event": frame, "html": render_event_row(frame)})
         self.last_sent = frame["seq"]
 
     async def run_events(self, message: dict[str, Any]) -> None:
@@ -97,3 +97,32 @@ class RunStreamConsumer(AsyncJsonWebsocketConsumer):
 
     async def run_live(self, message: dict[str, Any]) -> None:
         await self.send_json({"type": "live", "event": message["event"]})
+
+
+class DashboardConsumer(AsyncJsonWebsocketConsumer):
+    """List-level changes: which run changed, for dashboards, lists and the inbox."""
+
+    joined = False
+
+    async def connect(self) -> None:
+        await self.accept()
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        if not await database_sync_to_async(user.has_perm)("runs.view_run"):
+            await self.close(code=CLOSE_FORBIDDEN)
+            return
+        await self.channel_layer.group_add(DASHBOARD_GROUP, self.channel_name)
+        self.joined = True
+        await self.send_json({"type": "ready"})
+
+    async def disconnect(self, code: int) -> None:
+        if self.joined:
+            await self.channel_layer.group_discard(DASHBOARD_GROUP, self.channel_name)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        await self.send_json({"type": "error", "message": "this socket is read-only"})
+
+    async def run_changed(self, message: dict[str, Any]) -> None:
+        await self.send_json({"type": "run", "run": message["run"]})

@@ -38,3 +38,10 @@ def broadcast_events(run_id: Any, frames: list[dict[str, Any]], summary: dict[st
 def broadcast_live(run_id: Any, event: dict[str, Any]) -> None:
     """A token delta before it is persisted; carries no seq."""
     _send(run_group(run_id), {"type": "run.live", "event": event})
+
+
+def render_event_row(frame: dict[str, Any]) -> str:
+    """One timeline row, from the same partial the run page renders (escaped)."""
+    from django.template.loader import render_to_string
+
+    return render_to_string("runs/partials/event_row.html", {"event": frame})

@@ -130,7 +130,7 @@ def _validate(ticket: Ticket, action: str, arguments: Any, payload: Any) -> None
     if action == "edit":
         if not isinstance(arguments, dict):
             raise InvalidInput("edit needs arguments: a JSON object for the tool")
-        schema = _tool_schema(ticket.tool_name)
+        schema = tool_schema(ticket.tool_name)
         if schema is not None:
             try:
                 jsonschema.validate(arguments, schema)
@@ -142,7 +142,7 @@ def _validate(ticket: Ticket, action: str, arguments: Any, payload: Any) -> None
                 ) from exc
 
 
-def _tool_schema(tool_name: str) -> dict[str, Any] | None:
+def tool_schema(tool_name: str) -> dict[str, Any] | None:
     from agents.tools import UnknownToolError, get_tool
 
     if tool_name.startswith("agent_run_"):

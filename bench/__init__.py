@@ -1,0 +1,1 @@
+"""Benchmarks of the distributed mode (see bench/README.md). Not part of the app."""

@@ -1,0 +1,625 @@
+"""Shared machinery for the benchmarks: a private PostgreSQL database and Redis server,
+child processes that are always killed, Django setup, fixtures, statistics and printing.
+
+Import order matters: nothing here imports Django at module level. `BenchEnv.start()`
+sets DATABASE_URL/REDIS_URL (and the rest of the environment) in `os.environ` before it
+calls `django.setup()`, so a benchmark imports application modules only inside functions
+that run after `start()`.
+
+Everything listens on 127.0.0.1 only, and every wait has a deadline.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+PYTHON = sys.executable
+HOST = "127.0.0.1"
+DEFAULT_DATABASE_URL = f"postgres://postgres@{HOST}:5432/awaken_bench"
+DEFAULT_DATABASE_NAME = "awaken_bench"
+SCRATCH_PREFIX = "awaken-bench-"
+
+
+class BenchError(RuntimeError):
+    """A benchmark could not produce a valid figure (timeout, wrong result, dead process)."""
+
+
+# --- time, waiting ---------------------------------------------------------------------------
+
+
+def wait_for(
+    predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.05
+) -> Any:
+    """Poll `predicate` until it returns something truthy; BenchError after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise BenchError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+def port_open(port: int) -> bool:
+    try:
+        with socket.create_connection((HOST, port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+def nproc() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 4
+
+
+# --- statistics ------------------------------------------------------------------------------
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear-interpolated percentile (q in 0..100), like numpy's default."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    if len(ordered) == 1:
+        return float(ordered[0])
+    rank = (len(ordered) - 1) * q / 100.0
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return float(ordered[low] + (ordered[high] - ordered[low]) * (rank - low))
+
+
+def median(values: Sequence[float]) -> float:
+    return percentile(values, 50)
+
+
+# --- child processes -------------------------------------------------------------------------
+
+
+class Proc:
+    """A child process in its own session (process group), logging to a file."""
+
+    def __init__(self, name: str, args: list[str], env: dict[str, str], log_dir: Path) -> None:
+        self.name = name
+        self.args = args
+        self.log_path = log_dir / f"{name}.log"
+        self._log = self.log_path.open("wb")
+        self.popen = subprocess.Popen(
+            args,
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def log_tail(self, chars: int = 3000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+    def stop(self, grace: float = 5.0) -> None:
+        """SIGTERM the process group, SIGKILL it after `grace` seconds."""
+        if self.alive():
+            try:
+                os.killpg(self.popen.pid, signal.SIGTERM)
+                self.popen.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.popen.pid, signal.SIGKILL)
+                self.popen.wait(timeout=10)
+            except ProcessLookupError:
+                pass
+        # children of a prefork worker that outlived their parent share its process group
+        try:
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        if not self._log.closed:
+            self._log.close()
+
+
+# --- the environment: database, Redis, Django, children -------------------------------------
+
+
+def database_urls() -> tuple[str, str, str]:
+    """(bench database URL, its name, maintenance URL on the same server).
+
+    BENCH_DATABASE_URL may name the server only (postgres://user@host:port) or the
+    database too; the database is dropped and recreated, so its name must contain
+    'bench'.
+    """
+    raw = os.environ.get("BENCH_DATABASE_URL") or DEFAULT_DATABASE_URL
+    parts = urlsplit(raw)
+    name = parts.path.lstrip("/") or DEFAULT_DATABASE_NAME
+    if "bench" not in name:
+        raise BenchError(
+            f"refusing to drop and recreate database {name!r}: "
+            "BENCH_DATABASE_URL must name a database whose name contains 'bench'"
+        )
+    bench_url = urlunsplit(parts._replace(path=f"/{name}"))
+    admin_url = urlunsplit(parts._replace(path="/postgres"))
+    return bench_url, name, admin_url
+
+
+def recreate_database() -> str:
+    import psycopg
+    from psycopg import sql
+
+    bench_url, name, admin_url = database_urls()
+    try:
+        admin = psycopg.connect(admin_url, autocommit=True, connect_timeout=10)
+    except psycopg.OperationalError as exc:
+        raise BenchError(f"cannot reach PostgreSQL at {admin_url}: {exc}") from exc
+    with admin:
+        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    return bench_url
+
+
+class BenchEnv:
+    """Owns everything a benchmark run starts. `close()` is idempotent and also runs at exit
+    and on SIGTERM/SIGHUP, so no worker, daphne or redis-server outlives the driver."""
+
+    def __init__(self) -> None:
+        self.log_dir = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX))
+        self.procs: list[Proc] = []
+        self.redis_proc: Proc | None = None
+        self.redis_url = ""
+        self.database_url = ""
+        self.child_env: dict[str, str] = {}
+        self.started = time.monotonic()
+        self.load_at_start = os.getloadavg()
+        self._closed = False
+
+    # setup -----------------------------------------------------------------------------------
+
+    def start(self) -> BenchEnv:
+        atexit.register(self.close)
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, _raise_system_exit)
+        print(f"[setup] logs in {self.log_dir}", flush=True)
+        self.database_url = recreate_database()
+        print(f"[setup] database {redact(self.database_url)} recreated", flush=True)
+        self.redis_url = self._start_redis()
+        print(f"[setup] private redis-server at {self.redis_url}", flush=True)
+        settings_env = {
+            "DATABASE_URL": self.database_url,
+            "REDIS_URL": self.redis_url,
+            "CELERY_BROKER_URL": self.redis_url,
+            "DJANGO_SETTINGS_MODULE": "awaken_site.settings",
+            # production-like: no query log, no debug toolbar paths
+            "DEBUG": "false",
+            "SECRET_KEY": "bench-only-" + uuid.uuid4().hex,
+            "SECURE_SSL_REDIRECT": "false",
+            "SESSION_COOKIE_SECURE": "false",
+            "CSRF_COOKIE_SECURE": "false",
+            "AWAKEN_EMBEDDED_WORKER": "false",
+            "AWAKEN_VAR_DIR": str(self.log_dir / "var"),
+            "LOG_LEVEL": "WARNING",
+            "CELERY_LOG_LEVEL": "WARNING",
+            "PYTHONUNBUFFERED": "1",
+        }
+        os.environ.update(settings_env)
+        self.child_env = {**os.environ, **settings_env}
+        import django
+
+        django.setup()
+        from django.core.management import call_command
+
+        started = time.monotonic()
+        call_command("migrate", interactive=False, verbosity=0)
+        print(f"[setup] migrated in {time.monotonic() - started:.1f}s", flush=True)
+        return self
+
+    def _start_redis(self) -> str:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise BenchError("redis-server is not on PATH")
+        for _ in range(3):  # the free port can be taken between probe and bind
+            port = free_port()
+            proc = Proc(
+                f"redis-{port}",
+                [
+                    binary,
+                    "--bind",
+                    HOST,
+                    "--port",
+                    str(port),
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--daemonize",
+                    "no",
+                    "--maxmemory-policy",
+                    "noeviction",
+                ],
+                dict(os.environ),
+                self.log_dir,
+            )
+            self.redis_proc = proc
+            url = f"redis://{HOST}:{port}/0"
+            try:
+                wait_for(lambda: self._redis_ping(url) or not proc.alive(), 10, "redis-server")
+            except BenchError:
+                proc.stop()
+                continue
+            if proc.alive():
+                return url
+            proc.stop()
+        raise BenchError("could not start a private redis-server")
+
+    @staticmethod
+    def _redis_ping(url: str) -> bool:
+        import redis
+
+        try:
+            return bool(redis.Redis.from_url(url, socket_timeout=0.5).ping())
+        except redis.RedisError:
+            return False
+
+    def redis(self) -> Any:
+        import redis
+
+        return redis.Redis.from_url(self.redis_url)
+
+    # children --------------------------------------------------------------------------------
+
+    def spawn(
+        self,
+        name: str,
+        args: list[str],
+        *,
+        env: dict[str, str] | None = None,
+        ready: Callable[[Proc], bool] | None = None,
+        timeout: float = 40.0,
+    ) -> Proc:
+        """Start a child; if `ready` is given, wait (bounded) until it says so."""
+        proc = Proc(name, args, {**self.child_env, **(env or {})}, self.log_dir)
+        self.procs.append(proc)
+        if ready is not None:
+            try:
+                wait_for(lambda: ready(proc) or not proc.alive(), timeout, f"{name} to start")
+            except BenchError:
+                raise BenchError(f"{name} did not start:\n{proc.log_tail()}") from None
+            if not proc.alive():
+                raise BenchError(f"{name} exited:\n{proc.log_tail()}")
+        return proc
+
+    def stop(self, proc: Proc) -> None:
+        proc.stop()
+        if proc in self.procs:
+            self.procs.remove(proc)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for proc in reversed(self.procs):
+            proc.stop()
+        self.procs.clear()
+        try:
+            from django.db import connections
+
+            connections.close_all()
+        except Exception:  # Django never set up, or the server is gone
+            pass
+        if self.redis_proc is not None:
+            self.redis_proc.stop()
+        if os.environ.get("BENCH_KEEP_LOGS") != "1":
+            shutil.rmtree(self.log_dir, ignore_errors=True)
+
+
+def _raise_system_exit(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
+def redact(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password:
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+        return urlunsplit(parts._replace(netloc=netloc))
+    return url
+
+
+@contextmanager
+def bench_environment() -> Iterator[BenchEnv]:
+    env = BenchEnv()
+    try:
+        env.start()
+        print_machine_facts(env)
+        yield env
+    finally:
+        env.close()
+
+
+# --- fixtures in the bench database ---------------------------------------------------------
+
+
+def create_agent(script: list[dict[str, Any]], tools: list[str]) -> Any:
+    """A scripted agent (deterministic, offline) with every tool auto-allowed."""
+    from agents.models import Agent, Model, ModelProvider
+
+    provider, _ = ModelProvider.objects.get_or_create(
+        slug="bench-scripted",
+        defaults={"name": "Bench scripted", "kind": ModelProvider.Kind.SCRIPTED},
+    )
+    suffix = uuid.uuid4().hex[:8]
+    model = Model.objects.create(slug=f"bench-model-{suffix}", provider=provider, script=script)
+    return Agent.objects.create(
+        slug=f"bench-agent-{suffix}",
+        name=f"bench {suffix}",
+        model=model,
+        system_prompt="You are a benchmark agent.",
+        tools=tools,
+        permission={"default_behavior": "allow", "rules": []},
+    )
+
+
+def create_thread(n_messages: int) -> Any:
+    """A thread whose log already holds `n_messages` committed messages, bulk-created in
+    the shape of past tool-using runs: user, assistant(tool call), tool, assistant."""
+    from runs.models import Message, Thread
+    from runs.runtime import types as rt
+    from runs.store import message_to_row
+
+    thread = Thread.objects.create(title=f"bench {n_messages} messages")
+    rows = []
+    for index in range(n_messages):
+        turn, position = divmod(index, 4)
+        if position == 0:
+            message = rt.Message.user(f"question {turn}: what is 6*7?")
+        elif position == 1:
+            call = rt.ToolCall(f"call_hist_{turn}", "calculator", {"expression": "6*7"})
+            message = rt.Message.assistant("", tool_calls=[call])
+        elif position == 2:
+            message = rt.Message.tool(f"call_hist_{turn}", '{"result": 42}')
+        else:
+            message = rt.Message.assistant("The answer is 42.")
+        rows.append(message_to_row(thread.pk, index + 1, message))
+    Message.objects.bulk_create(rows, batch_size=2000)
+    Thread.objects.filter(pk=thread.pk).update(message_count=n_messages)
+    thread.refresh_from_db()
+    return thread
+
+
+def append_user_message(thread: Any, text: str) -> str:
+    """Append one user message to the thread's log, as run_start does; returns its id."""
+    from django.db import transaction
+    from django.utils import timezone
+
+    from runs.models import Message, Thread
+    from runs.runtime import types as rt
+    from runs.store import message_to_row
+
+    message = rt.Message.user(text)
+    with transaction.atomic():
+        locked = Thread.objects.select_for_update().get(pk=thread.pk)
+        seq = locked.message_count + 1
+        Message.objects.bulk_create([message_to_row(thread.pk, seq, message)])
+        Thread.objects.filter(pk=thread.pk).update(message_count=seq, updated_at=timezone.now())
+    return str(message.id)
+
+
+def create_claimed_run(agent: Any, thread: Any, trigger_id: str) -> tuple[Any, int]:
+    """A run created like run_start does (without enqueueing it) and claimed by a fake
+    worker with the application's own claim; returns (run, attempt)."""
+    from agents.services import agent_version_current
+    from runs.models import Run, Thread
+    from runs.runtime import types as rt
+    from runs.services.execution import run_claim
+
+    count = Thread.objects.values_list("message_count", flat=True).get(pk=thread.pk)
+    run = Run.objects.create(
+        thread_id=thread.pk,
+        agent=agent,
+        agent_version=agent_version_current(agent=agent),
+        status=Run.Status.CREATED,
+        due=True,
+        request=rt.RunRequestSnapshot(
+            origin="User", input_message_ids=[trigger_id], input_message_count=1
+        ).to_json(),
+        input=rt.RunMessageInput(
+            thread_id=str(thread.pk),
+            range=rt.MessageSeqRange.new(1, count),
+            trigger_message_ids=[trigger_id],
+        ).to_json(),
+    )
+    attempt = run_claim(run_id=run.pk, worker=f"bench-fake-worker:{os.getpid()}")
+    if attempt is None:
+        raise BenchError(f"could not claim run {run.pk}")
+    return Run.objects.select_related("agent").get(pk=run.pk), attempt
+
+
+def celery_settings() -> dict[str, Any]:
+    """The project's CELERY_* settings as Celery option names (for the no-op baseline app)."""
+    from django.conf import settings
+
+    options = {}
+    for name in dir(settings):
+        if name.startswith("CELERY_") and name != "CELERY_BEAT_SCHEDULE":
+            options[name.removeprefix("CELERY_").lower()] = getattr(settings, name)
+    return json.loads(json.dumps(options))
+
+
+# --- reporting -------------------------------------------------------------------------------
+
+
+@dataclass
+class Figure:
+    """One headline number beside its same-run baseline."""
+
+    benchmark: str
+    name: str
+    value: float
+    unit: str
+    baseline_name: str
+    baseline: float
+    baseline_unit: str
+    ratio: float
+    goal: str
+    met: bool
+    notes: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        verdict = "MET" if self.met else "NOT MET"
+        return (
+            f"{self.name}: {fmt(self.value)} {self.unit}"
+            f"  | baseline {self.baseline_name}: {fmt(self.baseline)} {self.baseline_unit}"
+            f"  | ratio {self.ratio:.3f}  | goal {self.goal}: {verdict}"
+        )
+
+
+def fmt(value: float) -> str:
+    if value != value:  # NaN
+        return "n/a"
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
+
+
+def print_header(title: str) -> None:
+    print(f"\n=== {title} " + "=" * max(0, 76 - len(title)), flush=True)
+
+
+def print_figures(figures: list[Figure]) -> None:
+    for figure in figures:
+        print("  >> " + figure.line(), flush=True)
+
+
+def print_summary(figures: list[Figure], env: BenchEnv) -> None:
+    print_header("Summary")
+    headers = ("benchmark", "figure", "baseline (same run)", "ratio", "goal", "met")
+    rows = [
+        (
+            f.benchmark,
+            f"{f.name} = {fmt(f.value)} {f.unit}",
+            f"{f.baseline_name} = {fmt(f.baseline)} {f.baseline_unit}",
+            f"{f.ratio:.3f}",
+            f.goal,
+            "yes" if f.met else "NO",
+        )
+        for f in figures
+    ]
+    widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(len(headers))]
+    print("  " + " | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)))
+    print("  " + "-+-".join("-" * w for w in widths))
+    for row in rows:
+        print("  " + " | ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)))
+    load = os.getloadavg()
+    print(
+        f"\n  load average at start {fmt_load(env.load_at_start)}, at end {fmt_load(load)}; "
+        f"wall time {time.monotonic() - env.started:.0f}s",
+        flush=True,
+    )
+
+
+def fmt_load(load: tuple[float, float, float]) -> str:
+    return "/".join(f"{x:.2f}" for x in load)
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "?"
+
+
+def machine_facts(env: BenchEnv) -> dict[str, str]:
+    cpu = "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    facts = {
+        "cpu": cpu,
+        "nproc": str(nproc()),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+    }
+    for package in (
+        "django",
+        "celery",
+        "kombu",
+        "channels",
+        "channels-redis",
+        "daphne",
+        "redis",
+        "psycopg",
+        "websockets",
+    ):
+        facts[package] = _version(package)
+    try:
+        facts["redis-server"] = str(env.redis().info("server").get("redis_version", "?"))
+    except Exception:
+        facts["redis-server"] = "?"
+    try:
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW server_version")
+            facts["postgresql"] = str(cursor.fetchone()[0])
+    except Exception:
+        facts["postgresql"] = "?"
+    facts["loadavg"] = fmt_load(os.getloadavg())
+    return facts
+
+
+def print_machine_facts(env: BenchEnv) -> None:
+    facts = machine_facts(env)
+    print_header("Machine")
+    print(f"  CPU: {facts.pop('cpu')}  nproc: {facts.pop('nproc')}  kernel: {facts.pop('kernel')}")
+    print(f"  load average (1/5/15 min): {facts.pop('loadavg')}")
+    print("  versions: " + ", ".join(f"{k} {v}" for k, v in facts.items()), flush=True)
+
+
+def standalone(run: Callable[[BenchEnv], list[Figure]]) -> None:
+    """`python bench/<name>.py`: set up, run one benchmark, print its summary."""
+    with bench_environment() as env:
+        figures = run(env)
+        print_summary(figures, env)

@@ -1,0 +1,242 @@
+"""End-to-end runs per second, beside the raw Celery no-op drain rate of the same broker.
+
+System: R runs of a 2-step scripted agent (a `calculator` call, auto-allowed, then the
+answer) submitted at once with `run_start` against PostgreSQL + Redis, executed by ONE
+`celery -A awaken_site worker` (prefork, concurrency = nproc). Timed from the first
+submit to the last run's `finished_at`.
+
+Baseline: N no-op tasks of bench/noop_app.py enqueued at once and drained by a separate
+worker with the same options; timed from the first enqueue to the last execution.
+
+Rounds alternate baseline/system; the figure is the median of the rounds.
+Run alone: .venv/bin/python bench/e2e_runs.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import common  # noqa: E402
+from bench.common import BenchEnv, BenchError, Figure, median, percentile  # noqa: E402
+
+BENCHMARK = "e2e_runs"
+RUNS_PER_ROUND = int(os.environ.get("BENCH_E2E_RUNS", "100"))
+NOOPS_PER_ROUND = int(os.environ.get("BENCH_E2E_NOOPS", "1000"))
+ROUNDS = int(os.environ.get("BENCH_E2E_ROUNDS", "3"))
+ROUND_TIMEOUT = 60.0
+GOAL_RATIO = 0.25
+SCRIPT = [
+    {"text": "", "tool_calls": [{"name": "calculator", "arguments": {"expression": "6*7"}}]},
+    {"text": "42"},
+]
+
+
+@dataclass
+class RunsRound:
+    runs: int
+    seconds: float
+    submit_seconds: float
+    latencies_ms: list[float]  # submit -> finished, per run
+    segments_ms: list[float]  # claim -> final checkpoint, per run (worker busy time)
+    steps: int
+    events: int
+
+    @property
+    def rate(self) -> float:
+        return self.runs / self.seconds
+
+
+@dataclass
+class NoopRound:
+    tasks: int
+    seconds: float
+    enqueue_seconds: float
+
+    @property
+    def rate(self) -> float:
+        return self.tasks / self.seconds
+
+
+def worker_args(app: str, name: str, concurrency: int) -> list[str]:
+    return [
+        common.PYTHON,
+        "-m",
+        "celery",
+        "-A",
+        app,
+        "worker",
+        "--pool",
+        "prefork",
+        "--concurrency",
+        str(concurrency),
+        "--loglevel",
+        "WARNING",
+        "--hostname",
+        f"{name}@%h",
+        "--without-gossip",
+        "--without-mingle",
+    ]
+
+
+def runs_round(agent: object, count: int, worker: common.Proc) -> RunsRound:
+    from runs.models import Run
+    from runs.services.runs import run_start
+
+    first_submit = time.time()
+    started = time.monotonic()
+    ids = [run_start(agent=agent, messages=f"question {i}: 6*7?").pk for i in range(count)]
+    submit_seconds = time.monotonic() - started
+    pending = Run.objects.filter(pk__in=ids).exclude(status=Run.Status.DONE)
+
+    def finished() -> bool:
+        if not worker.alive():
+            raise BenchError(f"the runs worker died:\n{worker.log_tail()}")
+        return not pending.exists()
+
+    try:
+        common.wait_for(finished, ROUND_TIMEOUT, f"{count} runs to finish", interval=0.05)
+    except BenchError as exc:
+        left = pending.count()
+        raise BenchError(f"{exc} ({left} not done)\n{worker.log_tail()}") from None
+    rows = list(
+        Run.objects.filter(pk__in=ids).values_list(
+            "created_at",
+            "started_at",
+            "finished_at",
+            "status_reason",
+            "final_output",
+            "steps",
+            "last_event_seq",
+        )
+    )
+    wrong = [r for r in rows if (r[3], r[4]) != ("natural", "42")]
+    if wrong:
+        raise BenchError(f"{len(wrong)} runs ended wrongly, e.g. {wrong[0][3:5]}")
+    last = max(r[2] for r in rows).timestamp()
+    return RunsRound(
+        runs=count,
+        seconds=last - first_submit,
+        submit_seconds=submit_seconds,
+        latencies_ms=[(r[2] - r[0]).total_seconds() * 1000 for r in rows],
+        segments_ms=[(r[2] - r[1]).total_seconds() * 1000 for r in rows],
+        steps=sum(r[5] for r in rows),
+        events=sum(r[6] for r in rows),
+    )
+
+
+def noop_round(env: BenchEnv, count: int, worker: common.Proc) -> NoopRound:
+    from bench.noop_app import noop
+
+    client = env.redis()
+    key = f"bench:noop:{uuid.uuid4().hex}"
+    first_enqueue = time.time_ns()
+    started = time.monotonic()
+    for _ in range(count):
+        noop.delay(key, count)
+    enqueue_seconds = time.monotonic() - started
+
+    def finished() -> bool:
+        if not worker.alive():
+            raise BenchError(f"the no-op worker died:\n{worker.log_tail()}")
+        return bool(client.exists(f"{key}:done_ns"))
+
+    common.wait_for(finished, ROUND_TIMEOUT, f"{count} no-op tasks to run", interval=0.01)
+    done_ns = int(client.get(f"{key}:done_ns"))
+    return NoopRound(count, (done_ns - first_enqueue) / 1e9, enqueue_seconds)
+
+
+def run(env: BenchEnv) -> list[Figure]:
+    common.print_header("1. End-to-end runs/s vs Celery no-op drain")
+    concurrency = common.nproc() or 4
+    options = common.celery_settings()
+    os.environ["BENCH_CELERY_OPTIONS"] = json.dumps(options)  # before importing noop_app
+    worker_env = {"BENCH_CELERY_OPTIONS": os.environ["BENCH_CELERY_OPTIONS"]}
+    print(
+        f"  one prefork worker per side, --concurrency {concurrency}, acks_late="
+        f"{options.get('task_acks_late')}, prefetch={options.get('worker_prefetch_multiplier')};"
+        f" {RUNS_PER_ROUND} runs vs {NOOPS_PER_ROUND} no-ops per round, {ROUNDS} rounds",
+        flush=True,
+    )
+    agent = common.create_agent(SCRIPT, tools=["calculator"])
+    runs_worker = env.spawn(
+        "worker-runs", worker_args("awaken_site", "bench-runs", concurrency), env=worker_env
+    )
+    noop_worker = env.spawn(
+        "worker-noop", worker_args("bench.noop_app", "bench-noop", concurrency), env=worker_env
+    )
+    try:
+        # readiness and warm-up: both workers must have executed work (pool processes
+        # forked, imports done, DB and broker connections open) before anything is timed
+        warm_runs = runs_round(agent, 2 * concurrency, runs_worker)
+        warm_noop = noop_round(env, 20 * concurrency, noop_worker)
+        print(
+            f"  warm-up: {warm_runs.runs} runs in {warm_runs.seconds:.2f}s, "
+            f"{warm_noop.tasks} no-ops in {warm_noop.seconds:.2f}s",
+            flush=True,
+        )
+        noops: list[NoopRound] = []
+        runs: list[RunsRound] = []
+        for index in range(ROUNDS):
+            noops.append(noop_round(env, NOOPS_PER_ROUND, noop_worker))
+            runs.append(runs_round(agent, RUNS_PER_ROUND, runs_worker))
+            print(
+                f"  round {index + 1}: no-op {noops[-1].rate:7.1f} tasks/s "
+                f"(enqueue {NOOPS_PER_ROUND / noops[-1].enqueue_seconds:.0f}/s)   "
+                f"runs {runs[-1].rate:6.1f} runs/s "
+                f"(submit {RUNS_PER_ROUND / runs[-1].submit_seconds:.0f}/s, "
+                f"{runs[-1].seconds:.2f}s)   load {common.fmt_load(os.getloadavg())}",
+                flush=True,
+            )
+    finally:
+        env.stop(runs_worker)
+        env.stop(noop_worker)
+
+    runs_rate = median([r.rate for r in runs])
+    noop_rate = median([n.rate for n in noops])
+    ratio = runs_rate / noop_rate
+    latencies = [x for r in runs for x in r.latencies_ms]
+    segments = [x for r in runs for x in r.segments_ms]
+    total_runs = sum(r.runs for r in runs)
+    steps_rate = median([r.steps / r.seconds for r in runs])
+    segment_p50 = median(segments)
+    print(
+        f"  runs: {steps_rate:.1f} steps/s; submit->done p50 {median(latencies):.0f} ms, "
+        f"p99 {percentile(latencies, 99):.0f} ms; "
+        f"{sum(r.events for r in runs) / total_runs:.1f} events and "
+        f"{sum(r.steps for r in runs) / total_runs:.1f} steps per run",
+        flush=True,
+    )
+    print(
+        f"  worker time per run (claim -> final checkpoint): p50 {segment_p50:.1f} ms, "
+        f"p99 {percentile(segments, 99):.1f} ms -> {concurrency} processes can finish at most "
+        f"~{concurrency * 1000 / segment_p50:.0f} runs/s if nothing else ran",
+        flush=True,
+    )
+    figures = [
+        Figure(
+            benchmark=BENCHMARK,
+            name="runs/s (2-step calculator run)",
+            value=runs_rate,
+            unit="runs/s",
+            baseline_name="Celery no-op drain",
+            baseline=noop_rate,
+            baseline_unit="tasks/s",
+            ratio=ratio,
+            goal=f"runs/s >= {GOAL_RATIO} x no-op/s",
+            met=ratio >= GOAL_RATIO,
+        )
+    ]
+    common.print_figures(figures)
+    return figures
+
+
+if __name__ == "__main__":
+    common.standalone(run)

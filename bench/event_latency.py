@@ -1,0 +1,291 @@
+"""Event latency from the worker-side commit to receipt by websocket clients on daphne,
+beside raw Redis PUBLISH -> SUBSCRIBE with the same number of subscribers and rate.
+
+System: daphne (channels-redis layer on the private Redis) serves K websocket clients
+(a child process, bench/listeners.py, logged in with a session cookie) on one run's
+stream. This process plays the worker: at a steady rate it appends one event with
+`runs.services.events.events_append` inside `transaction.atomic()` on the locked run.
+An on-commit hook registered before events_append's own records `time.time_ns()` right
+after COMMIT returns (before the broadcast runs); each client stamps receipt time; the
+two are matched by seq. Latency = receipt - commit, for every (client, event) pair.
+
+Baseline: K redis-py asyncio subscribers in the same kind of child process; this process
+PUBLISHes at the same rate, stamping just before each PUBLISH.
+
+Rounds alternate baseline/system for K = 1 and 10; the first events of each round are
+warm-up and not counted. Goal: p99 < 25 ms on loopback with every event delivered.
+Run alone: .venv/bin/python bench/event_latency.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import common  # noqa: E402
+from bench.common import BenchEnv, BenchError, Figure, median, percentile  # noqa: E402
+
+BENCHMARK = "event_latency"
+CLIENTS = tuple(int(k) for k in os.environ.get("BENCH_LATENCY_CLIENTS", "1,10").split(","))
+RATE = float(os.environ.get("BENCH_LATENCY_RATE", "20"))
+SECONDS = float(os.environ.get("BENCH_LATENCY_SECONDS", "4"))
+ROUNDS = int(os.environ.get("BENCH_LATENCY_ROUNDS", "2"))
+WARMUP = 10
+GOAL_P99_MS = 25.0
+PAD = "x" * 200  # a realistic event payload size (~300 bytes on the wire)
+LISTENERS = str(Path(__file__).resolve().with_name("listeners.py"))
+
+
+@dataclass
+class Samples:
+    latencies_ms: list[float] = field(default_factory=list)
+    delivered: int = 0
+    expected: int = 0
+    late_emits: int = 0  # events the publisher emitted > 1 interval behind schedule
+    emit_ms: list[float] = field(default_factory=list)  # publisher time per event
+
+    def add(self, other: Samples) -> None:
+        self.latencies_ms += other.latencies_ms
+        self.delivered += other.delivered
+        self.expected += other.expected
+        self.late_emits += other.late_emits
+        self.emit_ms += other.emit_ms
+
+    def describe(self) -> str:
+        lat = self.latencies_ms
+        return (
+            f"p50 {median(lat):6.2f} ms  p99 {percentile(lat, 99):6.2f} ms  "
+            f"max {max(lat, default=float('nan')):6.2f} ms  "
+            f"delivered {self.delivered}/{self.expected}"
+        )
+
+
+def paced(count: int, rate: float, emit: Any) -> tuple[int, list[float]]:
+    """Call emit(i) for i in 0..count-1 at a steady rate; returns how many calls started
+    more than one interval behind schedule, and each call's duration in ms."""
+    interval = 1.0 / rate
+    start = time.monotonic()
+    late = 0
+    durations = []
+    for index in range(count):
+        delay = start + index * interval - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        elif delay < -interval:
+            late += 1
+        began = time.perf_counter()
+        emit(index)
+        durations.append((time.perf_counter() - began) * 1000)
+    return late, durations
+
+
+def emit_system(run_id: Any, count: int) -> tuple[dict[int, int], int, list[float]]:
+    from django.db import transaction
+
+    from runs.models import Run
+    from runs.services.events import events_append
+
+    committed: dict[int, int] = {}
+
+    def emit(index: int) -> None:
+        stamp: dict[str, int] = {}
+        with transaction.atomic():
+            run = Run.objects.select_for_update().get(pk=run_id)
+            transaction.on_commit(lambda: stamp.__setitem__("ns", time.time_ns()))
+            rows = events_append(
+                run,
+                [
+                    {
+                        "event_type": "activity_snapshot",
+                        "activity_type": "bench",
+                        "content": {"index": index, "stamped_ns": time.time_ns(), "pad": PAD},
+                    }
+                ],
+            )
+        committed[rows[0].seq] = stamp["ns"]
+
+    late, durations = paced(count, RATE, emit)
+    return committed, late, durations
+
+
+def emit_raw(client: Any, channel: str, count: int) -> tuple[dict[int, int], int, list[float]]:
+    published: dict[int, int] = {}
+
+    def emit(index: int) -> None:
+        seq = index + 1
+        body = json.dumps({"seq": seq, "event_type": "activity_snapshot", "pad": PAD})
+        published[seq] = time.time_ns()
+        client.publish(channel, body)
+
+    late, durations = paced(count, RATE, emit)
+    return published, late, durations
+
+
+def listen(
+    env: BenchEnv,
+    name: str,
+    mode: str,
+    url: str,
+    clients: int,
+    count: int,
+    extra_env: dict[str, str],
+    emit: Any,
+) -> Samples:
+    """Start the listeners, emit, collect and match by seq (first WARMUP excluded)."""
+    out = env.log_dir / f"{name}.json"
+    timeout = count / RATE + 15
+    proc = env.spawn(
+        name,
+        [common.PYTHON, LISTENERS, mode, url, str(clients), str(count), str(timeout), str(out)],
+        env=extra_env,
+        ready=lambda p: "READY" in p.log_tail(200),
+        timeout=30,
+    )
+    try:
+        sent, late, durations = emit()
+        common.wait_for(lambda: not proc.alive(), timeout, f"{name} listeners to finish", 0.05)
+    finally:
+        env.stop(proc)
+    if not out.exists():
+        raise BenchError(f"{name} wrote no results:\n{proc.log_tail()}")
+    result = json.loads(out.read_text())
+    if result["errors"]:
+        raise BenchError(f"{name} listeners failed: {result['errors'][:3]}")
+    measured = sorted(sent)[WARMUP:]
+    wanted = set(measured)
+    samples = Samples(expected=clients * len(measured), late_emits=late, emit_ms=durations)
+    for frames in result["clients"]:
+        seen = set()
+        for seq, received_ns in frames:
+            if seq in wanted and seq not in seen:
+                seen.add(seq)
+                samples.latencies_ms.append((received_ns - sent[seq]) / 1e6)
+        samples.delivered += len(seen)
+    return samples
+
+
+def run(env: BenchEnv) -> list[Figure]:
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    from runs.models import Run
+
+    common.print_header("3. Event latency: commit -> websocket on daphne vs Redis pub/sub")
+    port = common.free_port()
+    daphne = env.spawn(
+        "daphne",
+        [
+            common.PYTHON,
+            "-m",
+            "daphne",
+            "-b",
+            common.HOST,
+            "-p",
+            str(port),
+            "awaken_site.asgi:application",
+        ],
+        ready=lambda p: common.port_open(port),
+        timeout=40,
+    )
+    user = User.objects.create_superuser(f"bench-watcher-{uuid.uuid4().hex[:6]}", password=None)
+    browser = Client()
+    browser.force_login(user)
+    ws_env = {
+        "BENCH_WS_COOKIE": f"sessionid={browser.cookies['sessionid'].value}",
+        "BENCH_WS_ORIGIN": f"http://{common.HOST}:{port}",
+    }
+    agent = common.create_agent([], tools=[])
+    thread = common.create_thread(0)
+    trigger = common.append_user_message(thread, "stream me")
+    stream_run, _ = common.create_claimed_run(agent, thread, trigger)
+    redis_client = env.redis()
+    count = WARMUP + int(RATE * SECONDS)
+    print(
+        f"  {RATE:.0f} events/s for {SECONDS:.0f}s per round (+{WARMUP} warm-up), "
+        f"{ROUNDS} rounds per side, clients K in {CLIENTS}; one daphne process",
+        flush=True,
+    )
+    figures = []
+    try:
+        for clients in CLIENTS:
+            system, raw = Samples(), Samples()
+            for index in range(ROUNDS):
+                channel = f"bench.latency.{uuid.uuid4().hex}"
+                raw_round = listen(
+                    env,
+                    f"redis-k{clients}-r{index}",
+                    "redis",
+                    env.redis_url,
+                    clients,
+                    count,
+                    {"BENCH_CHANNEL": channel},
+                    lambda channel=channel: emit_raw(redis_client, channel, count),
+                )
+                raw.add(raw_round)
+                after = Run.objects.values_list("last_event_seq", flat=True).get(pk=stream_run.pk)
+                url = f"ws://{common.HOST}:{port}/ws/runs/{stream_run.pk}/?after_seq={after}"
+                system_round = listen(
+                    env,
+                    f"ws-k{clients}-r{index}",
+                    "ws",
+                    url,
+                    clients,
+                    count,
+                    ws_env,
+                    lambda: emit_system(stream_run.pk, count),
+                )
+                system.add(system_round)
+                if not daphne.alive():
+                    raise BenchError(f"daphne died:\n{daphne.log_tail()}")
+                print(
+                    f"  K={clients:<3} round {index + 1}: redis {raw_round.describe()}\n"
+                    f"  {'':<13}daphne {system_round.describe()}"
+                    f"   load {common.fmt_load(os.getloadavg())}",
+                    flush=True,
+                )
+            emit_ms = median(system.emit_ms)
+            print(
+                f"  K={clients}: publisher time per event: events_append txn + on-commit "
+                f"broadcast {emit_ms:.1f} ms median (one thread sustains <= "
+                f"{1000 / emit_ms:.0f} events/s), PUBLISH {median(raw.emit_ms):.2f} ms; "
+                f"behind schedule: {system.late_emits} system, {raw.late_emits} raw events",
+                flush=True,
+            )
+            p99 = percentile(system.latencies_ms, 99)
+            raw_p99 = percentile(raw.latencies_ms, 99)
+            print(
+                f"  K={clients:<3} all rounds: redis {raw.describe()}\n"
+                f"  {'':<13}daphne {system.describe()}   p50 ratio "
+                f"{median(system.latencies_ms) / median(raw.latencies_ms):.1f}",
+                flush=True,
+            )
+            figures.append(
+                Figure(
+                    benchmark=BENCHMARK,
+                    name=f"p99 commit->websocket, K={clients}",
+                    value=p99,
+                    unit="ms",
+                    baseline_name="raw pub/sub p99",
+                    baseline=raw_p99,
+                    baseline_unit="ms",
+                    ratio=p99 / raw_p99,
+                    goal=f"p99 < {GOAL_P99_MS:.0f} ms, all delivered",
+                    met=p99 < GOAL_P99_MS and system.delivered == system.expected,
+                )
+            )
+    finally:
+        env.stop(daphne)
+    common.print_figures(figures)
+    return figures
+
+
+if __name__ == "__main__":
+    common.standalone(run)

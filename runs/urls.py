@@ -1,0 +1,29 @@
+from django.urls import path
+
+from runs.views import actions, detail, inbox, lists
+
+app_name = "runs"
+
+urlpatterns = [
+    path("", lists.dashboard, name="dashboard"),
+    path("dashboard/stats", lists.dashboard_stats, name="dashboard-stats"),
+    path("runs/", lists.run_list, name="run-list"),
+    path("runs/<uuid:run_id>/", detail.run_page, name="run-detail"),
+    path("runs/<uuid:run_id>/row", lists.run_row, name="run-row"),
+    path("runs/<uuid:run_id>/header", detail.run_header, name="run-header"),
+    path("runs/<uuid:run_id>/tickets", detail.run_tickets, name="run-tickets"),
+    path("runs/<uuid:run_id>/transcript", detail.run_transcript, name="run-transcript"),
+    path("runs/<uuid:run_id>/timeline", detail.run_timeline, name="run-timeline"),
+    path("runs/<uuid:run_id>/cancel", actions.cancel, name="run-cancel"),
+    path("runs/<uuid:run_id>/retry", actions.retry, name="run-retry"),
+    path("tickets/<uuid:ticket_id>/decide", actions.decide, name="ticket-decide"),
+    path("tickets/<uuid:ticket_id>/edit-preview", actions.edit_preview, name="ticket-edit-preview"),
+    path("threads/", lists.thread_list, name="thread-list"),
+    path("threads/<uuid:thread_id>/", lists.thread_page, name="thread-detail"),
+    path("threads/<uuid:thread_id>/send", actions.send_message, name="thread-send"),
+    path("threads/new", actions.send_message, name="thread-new"),
+    path("inbox/", inbox.inbox, name="inbox"),
+    path("inbox/list", inbox.inbox_list, name="inbox-list"),
+    path("inbox/bulk", inbox.bulk_decide, name="inbox-bulk"),
+    path("audit/", lists.audit, name="audit"),
+]

@@ -1,0 +1,149 @@
+"""Operator actions: decide a ticket, cancel, retry, send a message. POST only, CSRF
+protected, permission checked here whatever the page showed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from agents.models import Agent
+from runs.models import Run, Thread, Ticket
+from runs.permissions import CANCEL, DECIDE, RETRY, START, require
+from runs.services.audit import Actor
+from runs.services.errors import ServiceError
+from runs.services.runs import run_cancel, run_retry, run_start
+from runs.services.tickets import decision_submit
+from runs.ticket_forms import edited_arguments, parse_answer
+
+
+def actor_for(request: HttpRequest) -> Actor:
+    return Actor(user=request.user, source="ui", request_id=request.headers.get("X-Request-ID", ""))
+
+
+def _is_htmx(request: HttpRequest) -> bool:
+    return request.headers.get("HX-Request") == "true"
+
+
+def _tickets_panel(
+    request: HttpRequest, run: Run, flash: dict[str, str] | None, status: int = 200
+) -> HttpResponse:
+    from runs.views.detail import _context
+
+    context = _context(request, run.pk)
+    context["flash"] = flash
+    return render(request, "runs/partials/run_tickets.html", context, status=status)
+
+
+@require_POST
+@require(DECIDE, "decide tickets")
+def decide(request: HttpRequest, ticket_id: Any) -> HttpResponse:
+    ticket = get_object_or_404(Ticket.objects.select_related("run", "tool_call"), pk=ticket_id)
+    action = request.POST.get("action", "")
+    comment = request.POST.get("comment", "").strip()
+    arguments = payload = None
+    status = 200
+    try:
+        if action == "edit":
+            arguments = edited_arguments(ticket, request.POST)
+        elif action == "respond":
+            payload = parse_answer(request.POST.get("answer", ""))
+        decision = decision_submit(
+            ticket=ticket,
+            action=action,
+            arguments=arguments,
+            payload=payload,
+            comment=comment,
+            decision_id=request.POST.get("decision_id") or None,
+            actor=actor_for(request),
+        )
+        flash = {
+            "level": "success",
+            "text": f"{decision.action.capitalize()}d {ticket.tool_name}."
+            if decision.action != "edit"
+            else f"Edited and approved {ticket.tool_name}.",
+        }
+    except ServiceError as exc:
+        flash = {"level": "error", "text": exc.message}
+        status = exc.status
+    if _is_htmx(request):
+        return _tickets_panel(request, ticket.run, flash, status)
+    messages.add_message(
+        request, messages.ERROR if status >= 400 else messages.SUCCESS, flash["text"]
+    )
+    return redirect("runs:run-detail", run_id=ticket.run_id)
+
+
+@require_POST
+@require(DECIDE, "decide tickets")
+def edit_preview(request: HttpRequest, ticket_id: Any) -> HttpResponse:
+    ticket = get_object_or_404(Ticket, pk=ticket_id)
+    rows = []
+    error = ""
+    try:
+        after = edited_arguments(ticket, request.POST)
+        before = ticket.arguments or {}
+        for name in sorted(set(before) | set(after)):
+            if before.get(name) != after.get(name):
+                rows.append({"name": name, "before": before.get(name), "after": after.get(name)})
+    except ServiceError as exc:
+        error = exc.message
+    return render(request, "runs/partials/edit_diff.html", {"rows": rows, "error": error})
+
+
+@require_POST
+@require(CANCEL, "cancel runs")
+def cancel(request: HttpRequest, run_id: Any) -> HttpResponse:
+    run = get_object_or_404(Run, pk=run_id)
+    try:
+        run = run_cancel(run=run, actor=actor_for(request))
+        text = (
+            "Cancelled."
+            if run.status == Run.Status.DONE
+            else "Cancel requested; the worker stops at its next check."
+        )
+        messages.success(request, text)
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+        if _is_htmx(request):
+            return HttpResponse(
+                status=exc.status, headers={"HX-Redirect": request.path.rsplit("/", 1)[0] + "/"}
+            )
+    if _is_htmx(request):
+        return HttpResponse(headers={"HX-Redirect": f"/runs/{run.pk}/"})
+    return redirect("runs:run-detail", run_id=run.pk)
+
+
+@require_POST
+@require(RETRY, "retry runs")
+def retry(request: HttpRequest, run_id: Any) -> HttpResponse:
+    run = get_object_or_404(Run, pk=run_id)
+    try:
+        new = run_retry(run=run, actor=actor_for(request))
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+        return redirect("runs:run-detail", run_id=run.pk)
+    messages.success(request, f"Retrying as run {new.pk}.")
+    return redirect("runs:run-detail", run_id=new.pk)
+
+
+@require_POST
+@require(START, "start runs")
+def send_message(request: HttpRequest, thread_id: Any = None) -> HttpResponse:
+    thread = get_object_or_404(Thread, pk=thread_id) if thread_id else None
+    agent = Agent.objects.filter(slug=request.POST.get("agent", "")).first()
+    text = request.POST.get("message", "")
+    if agent is None:
+        messages.error(request, "Choose an agent.")
+    else:
+        try:
+            run = run_start(agent=agent, messages=text, thread=thread, actor=actor_for(request))
+            return redirect("runs:thread-detail", thread_id=run.thread_id)
+        except ServiceError as exc:
+            messages.error(request, exc.message)
+    if thread is not None:
+        return redirect("runs:thread-detail", thread_id=thread.pk)
+    return redirect("runs:thread-list")

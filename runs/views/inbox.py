@@ -1,0 +1,234 @@
+"""Approvals inbox: every waiting ticket across runs, oldest first, filtered by agent and
+tool, with bulk approve/reject behind a server-side confirmation step."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.contrib import messages
+from django.db import transaction
+from django.http import HttpRequest, HttpResponse, QueryDict
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+from runs import selectors
+from runs.models import Ticket
+from runs.permissions import DECIDE, VIEW, capabilities, require
+from runs.runtime.types import ToolCallResumeMode
+from runs.services.errors import ServiceError
+from runs.services.tickets import decision_submit
+from runs.views.actions import actor_for
+
+BULK_ACTIONS = {"approve": "approved", "reject": "rejected"}
+RESPOND_ONLY = ToolCallResumeMode.USE_DECISION_AS_TOOL_RESULT.value
+
+
+@dataclass
+class InboxFilters:
+    agent: str = ""
+    tool: str = ""
+
+    @classmethod
+    def from_params(cls, params: QueryDict) -> InboxFilters:
+        return cls(agent=params.get("agent", "").strip(), tool=params.get("tool", "").strip())
+
+    @property
+    def query(self) -> str:
+        query = QueryDict(mutable=True)
+        if self.agent:
+            query["agent"] = self.agent
+        if self.tool:
+            query["tool"] = self.tool
+        return query.urlencode()
+
+    @property
+    def active(self) -> bool:
+        return bool(self.agent or self.tool)
+
+
+@dataclass
+class Failure:
+    ticket: Ticket | None
+    ident: str
+    why: str
+
+    def __str__(self) -> str:
+        name = self.ticket.tool_name if self.ticket else "ticket"
+        return f"{name} {self.ident[:8]}: {self.why}"
+
+
+@dataclass
+class BulkResult:
+    action: str
+    done: list[Ticket] = field(default_factory=list)
+    failed: list[Failure] = field(default_factory=list)
+
+    @property
+    def verb(self) -> str:
+        return BULK_ACTIONS[self.action]
+
+    @property
+    def summary(self) -> str:
+        text = f"{len(self.done)} {self.verb}"
+        if self.failed:
+            text += f"; {len(self.failed)} failed: " + "; ".join(str(f) for f in self.failed)
+        return text + "."
+
+    @property
+    def level(self) -> str:
+        if not self.failed:
+            return "success"
+        return "warning" if self.done else "error"
+
+
+def _is_htmx(request: HttpRequest) -> bool:
+    return request.headers.get("HX-Request") == "true"
+
+
+def _filter_options() -> tuple[list[str], list[str]]:
+    """Agents and tools that have pending tickets (one query, whatever the filters)."""
+    pairs = (
+        Ticket.objects.filter(status=Ticket.Status.PENDING)
+        .values_list("run__agent__slug", "tool_name")
+        .distinct()
+    )
+    agents: set[str] = set()
+    tools: set[str] = set()
+    for agent, tool in pairs:
+        agents.add(agent)
+        tools.add(tool)
+    return sorted(agents), sorted(tools)
+
+
+def _list_context(request: HttpRequest, filters: InboxFilters) -> dict[str, Any]:
+    tickets = selectors.inbox_tickets(agent=filters.agent, tool=filters.tool)
+    return {
+        "tickets": tickets,
+        "truncated": len(tickets) >= 500,
+        "filters": filters,
+        "can": capabilities(request.user),
+        "respond_only": RESPOND_ONLY,
+        "now": timezone.now(),
+    }
+
+
+def _page_context(request: HttpRequest, filters: InboxFilters) -> dict[str, Any]:
+    agents, tools = _filter_options()
+    # keep a filter value the options no longer hold (its last ticket was just decided)
+    if filters.agent and filters.agent not in agents:
+        agents.append(filters.agent)
+    if filters.tool and filters.tool not in tools:
+        tools.append(filters.tool)
+    return {**_list_context(request, filters), "nav": "inbox", "agents": agents, "tools": tools}
+
+
+def _inbox_url(filters: InboxFilters) -> str:
+    url = reverse("runs:inbox")
+    return f"{url}?{filters.query}" if filters.query else url
+
+
+@require(VIEW, "view runs")
+def inbox(request: HttpRequest) -> HttpResponse:
+    filters = InboxFilters.from_params(request.GET)
+    return render(request, "runs/inbox.html", _page_context(request, filters))
+
+
+@require(VIEW, "view runs")
+def inbox_list(request: HttpRequest) -> HttpResponse:
+    filters = InboxFilters.from_params(request.GET)
+    return render(request, "runs/partials/inbox_list.html", _list_context(request, filters))
+
+
+def _selected_ids(request: HttpRequest) -> list[uuid.UUID]:
+    ids: list[uuid.UUID] = []
+    for raw in request.POST.getlist("ticket"):
+        try:
+            ident = uuid.UUID(raw.strip())
+        except (ValueError, AttributeError):
+            continue
+        if ident not in ids:
+            ids.append(ident)
+    return ids
+
+
+def _refusal(request: HttpRequest, filters: InboxFilters, text: str) -> HttpResponse:
+    if _is_htmx(request):
+        context = {"level": "error", "text": text}
+        return render(request, "runs/partials/flash.html", context, status=400)
+    messages.error(request, text)
+    return redirect(_inbox_url(filters))
+
+
+@require_POST
+@require(DECIDE, "decide tickets")
+def bulk_decide(request: HttpRequest) -> HttpResponse:
+    """First POST: a confirmation listing the selected tickets. POST with confirm=1: decide
+    each ticket in its own transaction; failures are reported, the rest go through."""
+    filters = InboxFilters.from_params(request.POST)
+    action = request.POST.get("action", "")
+    if action not in BULK_ACTIONS:
+        return _refusal(request, filters, "Choose approve or reject.")
+    ids = _selected_ids(request)
+    if not ids:
+        return _refusal(request, filters, "Select at least one ticket.")
+    found = {
+        ticket.pk: ticket
+        for ticket in Ticket.objects.filter(pk__in=ids).select_related("run__agent", "tool_call")
+    }
+    if request.POST.get("confirm") != "1":
+        return _confirmation(request, filters, action, ids, found)
+
+    comment = request.POST.get("comment", "").strip()
+    result = BulkResult(action=action)
+    for ident in ids:
+        ticket = found.get(ident)
+        if ticket is None:
+            result.failed.append(Failure(None, str(ident), "no such ticket"))
+            continue
+        try:
+            with transaction.atomic():
+                decision_submit(
+                    ticket=ticket, action=action, comment=comment, actor=actor_for(request)
+                )
+        except ServiceError as exc:
+            result.failed.append(Failure(ticket, str(ticket.pk), exc.message))
+        else:
+            result.done.append(ticket)
+
+    if _is_htmx(request):
+        context = {**_list_context(request, filters), "result": result}
+        return render(request, "runs/partials/inbox_list.html", context)
+    levels = {"success": messages.SUCCESS, "warning": messages.WARNING, "error": messages.ERROR}
+    messages.add_message(request, levels[result.level], result.summary)
+    return redirect(_inbox_url(filters))
+
+
+def _confirmation(
+    request: HttpRequest,
+    filters: InboxFilters,
+    action: str,
+    ids: list[uuid.UUID],
+    found: dict[uuid.UUID, Ticket],
+) -> HttpResponse:
+    pending = [
+        found[ident]
+        for ident in ids
+        if ident in found and found[ident].status == Ticket.Status.PENDING
+    ]
+    pending.sort(key=lambda ticket: (ticket.created_at, ticket.pk))
+    confirm = {
+        "action": action,
+        "tickets": pending,
+        "gone": len(ids) - len(pending),
+        "respond_only": RESPOND_ONLY,
+    }
+    if _is_htmx(request):
+        context = {"confirm": confirm, "filters": filters}
+        return render(request, "runs/partials/inbox_confirm.html", context)
+    # without JavaScript: the whole page with the confirmation on top
+    context = {**_page_context(request, filters), "confirm": confirm}
+    return render(request, "runs/inbox.html", context)

@@ -1,0 +1,150 @@
+"""Dashboard, runs list, threads and audit log."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from agents.models import Agent
+from runs import selectors
+from runs.models import Run
+from runs.permissions import AUDIT, VIEW, capabilities, require
+
+WAITING_REASONS = [
+    "tool_permission",
+    "user_input",
+    "background_tasks",
+    "external_event",
+    "rate_limit",
+    "manual_pause",
+]
+
+
+def _when(raw: str) -> dt.datetime | None:
+    if not raw:
+        return None
+    value = parse_datetime(raw) or parse_datetime(raw + "T00:00:00")
+    if value is not None and timezone.is_naive(value):
+        value = timezone.make_aware(value)
+    return value
+
+
+@require(VIEW, "view runs")
+def dashboard(request: HttpRequest) -> HttpResponse:
+    return render(
+        request, "runs/dashboard.html", {"nav": "dashboard", "dash": selectors.dashboard()}
+    )
+
+
+@require(VIEW, "view runs")
+def dashboard_stats(request: HttpRequest) -> HttpResponse:
+    return render(request, "runs/partials/dashboard_stats.html", {"dash": selectors.dashboard()})
+
+
+@require(VIEW, "view runs")
+def run_list(request: HttpRequest) -> HttpResponse:
+    params = request.GET
+    filters = selectors.RunFilters(
+        status=params.get("status", ""),
+        waiting_reason=params.get("waiting_reason", ""),
+        agent=params.get("agent", ""),
+        thread=params.get("thread", ""),
+        since=_when(params.get("since", "")),
+        until=_when(params.get("until", "")),
+        q=params.get("q", "").strip(),
+    )
+    cursor = params.get("cursor") or None
+    page = selectors.run_list(filters=filters, cursor=cursor)
+    query = params.copy()
+    query.pop("cursor", None)
+    return render(
+        request,
+        "runs/run_list.html",
+        {
+            "nav": "runs",
+            "page": page,
+            "filters": filters,
+            "params": params,
+            "query": query.urlencode(),
+            "first_page": cursor is None,
+            "statuses": Run.Status.values,
+            "waiting_reasons": WAITING_REASONS,
+            "agents": Agent.objects.order_by("slug").values_list("slug", flat=True),
+        },
+    )
+
+
+@require(VIEW, "view runs")
+def run_row(request: HttpRequest, run_id: Any) -> HttpResponse:
+    run = selectors.run_row(run_id)
+    if run is None:
+        raise Http404("no such run")
+    return render(request, "runs/partials/run_row.html", {"run": run})
+
+
+@require(VIEW, "view threads")
+def thread_list(request: HttpRequest) -> HttpResponse:
+    page = selectors.thread_list(
+        cursor=request.GET.get("cursor") or None, q=request.GET.get("q", "").strip()
+    )
+    return render(
+        request,
+        "runs/thread_list.html",
+        {
+            "nav": "threads",
+            "page": page,
+            "q": request.GET.get("q", ""),
+            "agents": selectors.agents_for_composer(),
+            "can": capabilities(request.user),
+        },
+    )
+
+
+@require(VIEW, "view threads")
+def thread_page(request: HttpRequest, thread_id: Any) -> HttpResponse:
+    found = selectors.thread_detail(thread_id)
+    if found is None:
+        raise Http404("no such thread")
+    thread, messages, runs = found
+    open_run = (
+        thread.open_run if thread.open_run and thread.open_run.status != Run.Status.DONE else None
+    )
+    return render(
+        request,
+        "runs/thread_detail.html",
+        {
+            "nav": "threads",
+            "thread": thread,
+            "thread_messages": messages,
+            "runs": runs,
+            "open_run": open_run,
+            "agents": selectors.agents_for_composer(),
+            "default_agent": (
+                open_run.agent.slug if open_run else (runs[-1].agent.slug if runs else "")
+            ),
+            "can": capabilities(request.user),
+        },
+    )
+
+
+@require(AUDIT, "view the audit log")
+def audit(request: HttpRequest) -> HttpResponse:
+    params = request.GET
+    page = selectors.audit_list(
+        action=params.get("action", ""),
+        actor=params.get("actor", ""),
+        run=params.get("run", ""),
+        cursor=params.get("cursor") or None,
+    )
+    query = params.copy()
+    query.pop("cursor", None)
+    return render(
+        request,
+        "runs/audit.html",
+        {"nav": "audit", "page": page, "params": params, "query": query.urlencode()},
+    )
