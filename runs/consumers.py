@@ -37,6 +37,16 @@ def _events_after(run_id: str, after: int) -> list[dict[str, Any]]:
     return [row.as_frame() for row in rows]
 
 
+async def refuse_actions(consumer: AsyncJsonWebsocketConsumer) -> None:
+    """Sockets are read-only: actions are HTTP POSTs (CSRF, permissions, idempotency).
+    Someone who may not act at all is disconnected; an operator is told where to go."""
+    user = consumer.scope["user"]
+    if not await database_sync_to_async(user.has_perm)("runs.decide_ticket"):
+        await consumer.close(code=CLOSE_FORBIDDEN)
+        return
+    await consumer.send_json({"type": "error", "message": "this socket is read-only; POST actions over HTTP"})
+
+
 class RunStreamConsumer(AsyncJsonWebsocketConsumer):
     run_id: str
     last_sent: int
@@ -70,8 +80,7 @@ class RunStreamConsumer(AsyncJsonWebsocketConsumer):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
-        """The stream is read-only: decisions are HTTP POSTs (CSRF, permissions)."""
-        await self.send_json({"type": "error", "message": "this socket is read-only"})
+        await refuse_actions(self)
 
     async def _backfill(self) -> None:
         while True:
@@ -122,7 +131,7 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):
             await self.channel_layer.group_discard(DASHBOARD_GROUP, self.channel_name)
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
-        await self.send_json({"type": "error", "message": "this socket is read-only"})
+        await refuse_actions(self)
 
     async def run_changed(self, message: dict[str, Any]) -> None:
         await self.send_json({"type": "run", "run": message["run"]})

@@ -513,3 +513,40 @@ class AuditEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.actor_label} {self.action} {self.target_type}:{self.target_id}"
+
+
+class ApiToken(models.Model):
+    """A personal API token (`Authorization: Bearer awk_<lookup>_<secret>`). Only a sha256
+    of the full token is stored; the non-secret `prefix` (`awk_<lookup>`) finds the row."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="api_tokens",
+        help_text="Owner: the token acts with this user's permissions.",
+    )
+    name = models.CharField(max_length=100, help_text="What it is for, e.g. 'ci' or 'laptop'.")
+    prefix = models.CharField(
+        max_length=32, unique=True, help_text="Non-secret lookup part, e.g. awk_1a2b3c4d5e6f."
+    )
+    token_hash = models.CharField(max_length=64, help_text="sha256 hex digest of the token.")
+    created_at = models.DateTimeField(default=timezone.now, help_text="When it was created.")
+    expires_at = models.DateTimeField(
+        null=True, blank=True, help_text="Rejected after this time (never if empty)."
+    )
+    last_used_at = models.DateTimeField(
+        null=True, blank=True, help_text="Last authenticated request (minute precision)."
+    )
+    revoked_at = models.DateTimeField(null=True, blank=True, help_text="Revoked at; then rejected.")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.prefix} ({self.name})"
+
+    @property
+    def is_active(self) -> bool:
+        if self.revoked_at is not None:
+            return False
+        return self.expires_at is None or self.expires_at > timezone.now()

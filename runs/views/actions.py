@@ -141,7 +141,7 @@ def send_message(request: HttpRequest, thread_id: Any = None) -> HttpResponse:
     else:
         try:
             run = run_start(agent=agent, messages=text, thread=thread, actor=actor_for(request))
-            return redirect("runs:thread-detail", thread_id=run.thread_id)
+            return redirect("runs:run-detail", run_id=run.pk)
         except ServiceError as exc:
             messages.error(request, exc.message)
     if thread is not None:

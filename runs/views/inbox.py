@@ -21,6 +21,7 @@ from runs.permissions import DECIDE, VIEW, capabilities, require
 from runs.runtime.types import ToolCallResumeMode
 from runs.services.errors import ServiceError
 from runs.services.tickets import decision_submit
+from runs.templatetags.runs_extras import short_id
 from runs.views.actions import actor_for
 
 BULK_ACTIONS = {"approve": "approved", "reject": "rejected"}
@@ -58,7 +59,7 @@ class Failure:
 
     def __str__(self) -> str:
         name = self.ticket.tool_name if self.ticket else "ticket"
-        return f"{name} {self.ident[:8]}: {self.why}"
+        return f"{name} {short_id(self.ident)}: {self.why}"
 
 
 @dataclass

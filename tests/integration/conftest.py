@@ -9,8 +9,6 @@ Redis also need AWAKEN_TEST_REDIS_RESTARTABLE=1: they must own that Redis.
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,7 +20,8 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.processes import Proc, wait_for
+
 LEASE_SECONDS = "2"
 SWEEP_SECONDS = "0.5"
 
@@ -43,58 +42,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(pytest.mark.integration)
         if reason is not None:
             item.add_marker(pytest.mark.skip(reason=reason))
-
-
-def wait_for(
-    predicate: Callable[[], object], timeout: float, what: str, interval: float = 0.05
-) -> object:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class Proc:
-    """A child process in its own process group, logging to a file."""
-
-    def __init__(self, name: str, args: list[str], env: dict[str, str], log_dir: Path) -> None:
-        self.name = name
-        self.log_path = log_dir / f"{name}.log"
-        self._log = self.log_path.open("wb")
-        self.popen = subprocess.Popen(
-            args,
-            cwd=ROOT,
-            env=env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def kill(self, sig: int = signal.SIGKILL) -> None:
-        if self.popen.poll() is None:
-            os.killpg(self.popen.pid, sig)
-            self.popen.wait(timeout=20)
-
-    def stop(self) -> None:
-        if self.popen.poll() is None:
-            os.killpg(self.popen.pid, signal.SIGTERM)
-            try:
-                self.popen.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        self._log.close()
 
 
 @pytest.fixture

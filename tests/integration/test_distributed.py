@@ -18,7 +18,8 @@ from runs.services.audit import Actor
 from runs.services.runs import run_cancel, run_start
 from runs.services.tickets import decision_submit
 from tests.factories import call, scripted_agent
-from tests.integration.conftest import free_port, redis_restart, wait_for
+from tests.integration.conftest import redis_restart
+from tests.processes import free_port, wait_for
 
 APPROVAL = {"default_behavior": "allow", "rules": [{"tool": "write_note", "behavior": "ask"}]}
 

@@ -156,3 +156,34 @@ def test_close_codes(who, code):
         assert message == {"type": "websocket.close", "code": code}
 
     async_to_sync(scenario)()
+
+
+def test_an_action_sent_over_the_socket_by_a_viewer_closes_it_with_4403():
+    run = finished_run()
+    user = viewer()
+
+    async def scenario():
+        communicator, _ = await _subscribed(f"/ws/runs/{run.pk}/?after_seq={run.last_event_seq}", user)
+        await communicator.send_json_to({"action": "approve", "ticket": "x"})
+        message = await communicator.receive_output(timeout=2)
+        assert message == {"type": "websocket.close", "code": 4403}
+
+    async_to_sync(scenario)()
+
+
+def test_an_operator_is_told_the_socket_is_read_only():
+    from django.contrib.auth.models import Group
+
+    run = finished_run()
+    user = User.objects.create_user("op", password="x")
+    user.groups.add(Group.objects.get(name="operator"))
+    user = User.objects.get(pk=user.pk)
+
+    async def scenario():
+        communicator, _ = await _subscribed(f"/ws/runs/{run.pk}/?after_seq={run.last_event_seq}", user)
+        await communicator.send_json_to({"action": "approve"})
+        message = await communicator.receive_json_from(timeout=2)
+        assert message["type"] == "error" and "read-only" in message["message"]
+        await communicator.disconnect()
+
+    async_to_sync(scenario)()

@@ -18,6 +18,7 @@ from runs.models import AuditEntry, Decision, Run, Ticket
 from runs.services.audit import Actor
 from runs.services.runs import run_start
 from runs.services.tickets import decision_submit
+from runs.templatetags.runs_extras import short_id
 from tests.factories import call, scripted_agent
 from tests.runs.helpers import drive
 
@@ -261,7 +262,7 @@ def test_a_ticket_decided_meanwhile_is_reported_and_the_others_still_go_through(
 
     html = bulk(operator, tickets, "approve", confirm="1").content.decode()
     assert "2 approved; 1 failed:" in html
-    assert "already decided by bob at" in html and str(tickets[1].pk)[:8] in html
+    assert "already decided by bob at" in html and short_id(tickets[1].pk) in html
     actions = {t.pk: Decision.objects.get(ticket=t) for t in tickets}
     assert actions[tickets[0].pk].action == actions[tickets[2].pk].action == "approve"
     assert (actions[tickets[1].pk].action, actions[tickets[1].pk].actor_label) == ("reject", "bob")

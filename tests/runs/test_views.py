@@ -192,7 +192,7 @@ def test_sending_a_message_from_a_thread_starts_or_continues_a_run(operator_clie
         reverse("runs:thread-new"), {"agent": "greeter", "message": "hello"}
     )
     run = Run.objects.get()
-    assert response.status_code == 302 and str(run.thread_id) in response["Location"]
+    assert response.status_code == 302 and response["Location"].endswith(f"/runs/{run.pk}/")
     assert run.agent == agent
     assert AuditEntry.objects.filter(action="run.start", actor_label="alice").exists()
 
