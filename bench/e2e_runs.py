@@ -21,6 +21,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -29,9 +30,10 @@ from bench.common import BenchEnv, BenchError, Figure, median, percentile  # noq
 
 BENCHMARK = "e2e_runs"
 RUNS_PER_ROUND = int(os.environ.get("BENCH_E2E_RUNS", "100"))
-NOOPS_PER_ROUND = int(os.environ.get("BENCH_E2E_NOOPS", "1000"))
-ROUNDS = int(os.environ.get("BENCH_E2E_ROUNDS", "3"))
+NOOPS_PER_ROUND = int(os.environ.get("BENCH_E2E_NOOPS", "800"))
+ROUNDS = int(os.environ.get("BENCH_E2E_ROUNDS", "2"))
 ROUND_TIMEOUT = 60.0
+BREAKDOWN_RUNS = 10
 GOAL_RATIO = 0.25
 SCRIPT = [
     {"text": "", "tool_calls": [{"name": "calculator", "arguments": {"expression": "6*7"}}]},
@@ -86,7 +88,7 @@ def worker_args(app: str, name: str, concurrency: int) -> list[str]:
     ]
 
 
-def runs_round(agent: object, count: int, worker: common.Proc) -> RunsRound:
+def runs_round(agent: Any, count: int, worker: common.Proc) -> RunsRound:
     from runs.models import Run
     from runs.services.runs import run_start
 
@@ -151,6 +153,78 @@ def noop_round(env: BenchEnv, count: int, worker: common.Proc) -> NoopRound:
     common.wait_for(finished, ROUND_TIMEOUT, f"{count} no-op tasks to run", interval=0.01)
     done_ns = int(client.get(f"{key}:done_ns"))
     return NoopRound(count, (done_ns - first_enqueue) / 1e9, enqueue_seconds)
+
+
+class Timers:
+    """Wall time spent inside some application functions (patched in this process only)."""
+
+    def __init__(self) -> None:
+        self.totals: dict[str, float] = {}
+        self.counts: dict[str, int] = {}
+
+    def wrap(self, label: str, function: Any) -> Any:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self.totals[label] = self.totals.get(label, 0.0) + time.perf_counter() - started
+                self.counts[label] = self.counts.get(label, 0) + 1
+
+        return timed
+
+
+def breakdown(agent: Any, count: int) -> str:
+    """Execute `count` runs in this process (no Celery) and split a run's worker time."""
+    from unittest import mock
+
+    from runs import store
+    from runs.services import dispatch, events, execution
+    from runs.services.runs import run_start
+
+    with mock.patch.object(dispatch, "_enqueue", lambda run_id: None):
+        ids = [run_start(agent=agent, messages=f"breakdown {i}: 6*7?").pk for i in range(count)]
+    timers = Timers()
+    patches = [
+        mock.patch.object(execution, "run_claim", timers.wrap("claim", execution.run_claim)),
+        mock.patch.object(execution, "run_release", timers.wrap("release", execution.run_release)),
+        mock.patch.object(
+            execution, "load_messages", timers.wrap("load", execution.load_messages)
+        ),
+        mock.patch.object(
+            store.OrmCheckpointStore,
+            "checkpoint",
+            timers.wrap("checkpoint", store.OrmCheckpointStore.checkpoint),
+        ),
+        mock.patch.object(
+            events, "broadcast_events", timers.wrap("broadcast", events.broadcast_events)
+        ),
+        mock.patch.object(store, "broadcast_live", timers.wrap("live", store.broadcast_live)),
+        mock.patch.object(dispatch, "_enqueue", lambda run_id: None),
+    ]
+    for patch in patches:
+        patch.start()
+    try:
+        started = time.perf_counter()
+        for run_id in ids:
+            execution.run_advance(run_id=run_id)
+        total = time.perf_counter() - started
+    finally:
+        for patch in reversed(patches):
+            patch.stop()
+    per = {label: value * 1000 / count for label, value in timers.totals.items()}
+    checkpoints = timers.counts.get("checkpoint", 0) / count
+    lives = timers.counts.get("live", 0) / count
+    accounted = sum(per.get(k, 0.0) for k in ("claim", "release", "load", "checkpoint", "live"))
+    return (
+        f"{total * 1000 / count:.0f} ms per run = claim {per.get('claim', 0):.1f}"
+        f" + load messages {per.get('load', 0):.1f}"
+        f" + {checkpoints:.0f} checkpoints {per.get('checkpoint', 0):.1f}"
+        f" (of which on-commit broadcasts, 2 group_sends each, {per.get('broadcast', 0):.1f})"
+        f" + {lives:.0f} live delta sends {per.get('live', 0):.1f}"
+        f" + release {per.get('release', 0):.1f}"
+        f" + the rest (run load, model, tool, lease thread) {total * 1000 / count - accounted:.1f}"
+    )
 
 
 def run(env: BenchEnv) -> list[Figure]:
@@ -218,6 +292,11 @@ def run(env: BenchEnv) -> list[Figure]:
         f"  worker time per run (claim -> final checkpoint): p50 {segment_p50:.1f} ms, "
         f"p99 {percentile(segments, 99):.1f} ms -> {concurrency} processes can finish at most "
         f"~{concurrency * 1000 / segment_p50:.0f} runs/s if nothing else ran",
+        flush=True,
+    )
+    print(
+        f"  in-process breakdown ({BREAKDOWN_RUNS} runs in this process, workers stopped): "
+        f"{breakdown(agent, BREAKDOWN_RUNS)}",
         flush=True,
     )
     figures = [

@@ -47,3 +47,24 @@ def call(name: str, arguments: dict[str, Any], call_id: str | None = None) -> di
     if call_id:
         data["id"] = call_id
     return data
+
+
+def role_group(name: str) -> Any:
+    """The role's group; recreated if a transactional test's flush removed it."""
+    from django.contrib.auth.models import Group, Permission
+
+    from runs.roles import ROLES
+
+    group, created = Group.objects.get_or_create(name=name)
+    if created or not group.permissions.exists():
+        for app_label, codename in ROLES[name]:
+            group.permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
+    return group
+
+
+def user_with_role(role: str, username: str | None = None) -> Any:
+    from django.contrib.auth.models import User
+
+    user = User.objects.create_user(username or role, password="pw")
+    user.groups.add(role_group(role))
+    return User.objects.get(pk=user.pk)  # fresh: no cached permissions

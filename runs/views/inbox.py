@@ -95,6 +95,7 @@ def _filter_options() -> tuple[list[str], list[str]]:
     pairs = (
         Ticket.objects.filter(status=Ticket.Status.PENDING)
         .values_list("run__agent__slug", "tool_name")
+        .order_by()  # no default ordering column in the DISTINCT
         .distinct()
     )
     agents: set[str] = set()

@@ -15,7 +15,7 @@ from runs.models import RunEvent
 from runs.realtime import run_group
 from runs.routing import websocket_urlpatterns
 from runs.services.runs import run_start
-from tests.factories import scripted_agent
+from tests.factories import scripted_agent, user_with_role
 from tests.runs.helpers import drive
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -172,12 +172,8 @@ def test_an_action_sent_over_the_socket_by_a_viewer_closes_it_with_4403():
 
 
 def test_an_operator_is_told_the_socket_is_read_only():
-    from django.contrib.auth.models import Group
-
     run = finished_run()
-    user = User.objects.create_user("op", password="x")
-    user.groups.add(Group.objects.get(name="operator"))
-    user = User.objects.get(pk=user.pk)
+    user = user_with_role("operator", "op")
 
     async def scenario():
         communicator, _ = await _subscribed(f"/ws/runs/{run.pk}/?after_seq={run.last_event_seq}", user)

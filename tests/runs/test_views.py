@@ -4,7 +4,7 @@ counts that do not grow with the number of rows."""
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -14,7 +14,7 @@ from runs.models import AuditEntry, Decision, Run, RunEvent, Ticket
 from runs.services.audit import Actor
 from runs.services.runs import run_start
 from runs.services.tickets import decision_submit
-from tests.factories import call, scripted_agent
+from tests.factories import call, scripted_agent, user_with_role
 from tests.runs.helpers import drive
 
 pytestmark = pytest.mark.django_db
@@ -24,9 +24,7 @@ APPROVAL = {"default_behavior": "allow", "rules": [{"tool": "write_note", "behav
 
 
 def user_in(role: str, name: str | None = None) -> User:
-    user = User.objects.create_user(name or role, password="pw")
-    user.groups.add(Group.objects.get(name=role))
-    return user
+    return user_with_role(role, name)
 
 
 @pytest.fixture
