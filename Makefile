@@ -41,5 +41,10 @@ lint: install
 	$(BIN)/lint-imports
 	$(BIN)/python manage.py makemigrations --check --dry-run
 
+# Needs PostgreSQL (BENCH_DATABASE_URL, default postgres://postgres@127.0.0.1:5432/awaken_bench,
+# dropped and recreated) and the redis-server binary; starts and kills its own processes.
+bench: install
+	$(BIN)/python bench/run_all.py
+
 clean:
 	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache

@@ -29,12 +29,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import common  # noqa: E402
-from bench.common import BenchEnv, Figure, median, percentile  # noqa: E402
+from bench import common
+from bench.common import BenchEnv, Figure, median, percentile
 
 BENCHMARK = "checkpoint_cost"
 SIZES = (10, 10_000)
-CALLS = int(os.environ.get("BENCH_CHECKPOINT_CALLS", "300"))
+CALLS = int(os.environ.get("BENCH_CHECKPOINT_CALLS", "200"))
 WARMUP = 20
 STEPS_PER_RUN = 16
 GOAL_RATIO = 1.3

@@ -24,7 +24,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -150,10 +150,8 @@ class Proc:
             except ProcessLookupError:
                 pass
         # children of a prefork worker that outlived their parent share its process group
-        try:
+        with suppress(ProcessLookupError, PermissionError):
             os.killpg(self.popen.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
         if not self._log.closed:
             self._log.close()
 
@@ -191,7 +189,9 @@ def recreate_database() -> str:
     except psycopg.OperationalError as exc:
         raise BenchError(f"cannot reach PostgreSQL at {admin_url}: {exc}") from exc
     with admin:
-        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        admin.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
         admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     return bench_url
 
@@ -279,8 +279,12 @@ class BenchEnv:
             )
             self.redis_proc = proc
             url = f"redis://{HOST}:{port}/0"
+
+            def up(proc: Proc = proc, url: str = url) -> bool:
+                return self._redis_ping(url) or not proc.alive()
+
             try:
-                wait_for(lambda: self._redis_ping(url) or not proc.alive(), 10, "redis-server")
+                wait_for(up, 10, "redis-server")
             except BenchError:
                 proc.stop()
                 continue

@@ -25,8 +25,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import common  # noqa: E402
-from bench.common import BenchEnv, BenchError, Figure, median, percentile  # noqa: E402
+from bench import common
+from bench.common import BenchEnv, BenchError, Figure, median, percentile
 
 BENCHMARK = "e2e_runs"
 RUNS_PER_ROUND = int(os.environ.get("BENCH_E2E_RUNS", "100"))
@@ -188,9 +188,7 @@ def breakdown(agent: Any, count: int) -> str:
     patches = [
         mock.patch.object(execution, "run_claim", timers.wrap("claim", execution.run_claim)),
         mock.patch.object(execution, "run_release", timers.wrap("release", execution.run_release)),
-        mock.patch.object(
-            execution, "load_messages", timers.wrap("load", execution.load_messages)
-        ),
+        mock.patch.object(execution, "load_messages", timers.wrap("load", execution.load_messages)),
         mock.patch.object(
             store.OrmCheckpointStore,
             "checkpoint",

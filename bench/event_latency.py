@@ -30,8 +30,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import common  # noqa: E402
-from bench.common import BenchEnv, BenchError, Figure, median, percentile  # noqa: E402
+from bench import common
+from bench.common import BenchEnv, BenchError, Figure, median, percentile
 
 BENCHMARK = "event_latency"
 CLIENTS = tuple(int(k) for k in os.environ.get("BENCH_LATENCY_CLIENTS", "1,10").split(","))

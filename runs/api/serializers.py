@@ -1,0 +1,474 @@
+"""Request and response shapes of the API. Output serializers render the rows; the
+RunRecord is built by `runs.store` and described here for the OpenAPI schema."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from runs.models import Decision, Message, Run, Thread, Ticket
+
+WAITING_REASONS = [
+    "tool_permission",
+    "user_input",
+    "background_tasks",
+    "external_event",
+    "rate_limit",
+    "manual_pause",
+]
+DECISION_ACTIONS = ["approve", "edit", "reject", "respond", "resume", "cancel"]
+
+TEXT_BLOCK = {
+    "type": "object",
+    "properties": {"type": {"type": "string", "enum": ["text"]}, "text": {"type": "string"}},
+    "required": ["type", "text"],
+}
+
+
+class BlankAsNullCharField(serializers.CharField):
+    """Model strings that are blank when absent render as null."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_null", True)
+        kwargs.setdefault("read_only", True)
+        super().__init__(**kwargs)
+
+    def to_representation(self, value: Any) -> Any:
+        return value or None
+
+
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "string", "minLength": 1},
+            {"type": "array", "items": TEXT_BLOCK, "minItems": 1},
+        ],
+        "description": "Text, or a list of text blocks [{type: text, text}].",
+    }
+)
+class ContentField(serializers.JSONField):
+    pass
+
+
+@extend_schema_field(OpenApiTypes.ANY)
+class AnyField(serializers.JSONField):
+    pass
+
+
+# --- requests ---------------------------------------------------------------------------------------
+
+
+class MessageInSerializer(serializers.Serializer):
+    role = serializers.ChoiceField(choices=["user", "assistant", "system"], default="user")
+    content = ContentField()
+
+
+class RunCreateSerializer(serializers.Serializer):
+    agent_id = serializers.CharField(max_length=63, help_text="Agent slug.")
+    thread_id = serializers.UUIDField(
+        required=False,
+        allow_null=True,
+        help_text="Existing thread to continue; a new thread when absent.",
+    )
+    messages = MessageInSerializer(many=True, min_length=1, max_length=50)
+    idempotency_key = serializers.CharField(
+        max_length=200,
+        required=False,
+        allow_blank=True,
+        help_text="A repeat with the same key returns the same run (HTTP 200).",
+    )
+
+
+class RunListQuerySerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=Run.Status.values, required=False, allow_blank=True)
+    waiting_reason = serializers.ChoiceField(
+        choices=WAITING_REASONS, required=False, allow_blank=True
+    )
+    agent_id = serializers.CharField(required=False, allow_blank=True, max_length=63)
+    thread_id = serializers.UUIDField(required=False, allow_null=True)
+    created_after = serializers.DateTimeField(required=False, help_text="Inclusive.")
+    created_before = serializers.DateTimeField(required=False, help_text="Exclusive.")
+    q = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=200,
+        help_text="A run or thread id, or text in the thread's messages.",
+    )
+    cursor = serializers.CharField(
+        required=False, allow_blank=True, max_length=400, help_text="next_cursor of a page."
+    )
+    limit = serializers.IntegerField(min_value=1, max_value=200, default=50)
+
+
+class EventsQuerySerializer(serializers.Serializer):
+    after_seq = serializers.IntegerField(min_value=0, default=0, help_text="Events after this seq.")
+    limit = serializers.IntegerField(min_value=1, max_value=1000, default=200)
+
+
+class StreamQuerySerializer(serializers.Serializer):
+    after_seq = serializers.IntegerField(
+        min_value=0,
+        required=False,
+        help_text="Resume after this seq (the Last-Event-ID header wins when both are sent).",
+    )
+    follow = serializers.BooleanField(
+        default=False,
+        help_text="Keep streaming after run_finish while the run may resume; "
+        "close only when the run is done.",
+    )
+
+
+class DecisionRequestSerializer(serializers.Serializer):
+    action = serializers.ChoiceField(
+        choices=DECISION_ACTIONS,
+        help_text="approve | edit | reject | respond, or upstream's resume | cancel.",
+    )
+    arguments = serializers.DictField(
+        required=False, allow_null=True, help_text="edit: the arguments the tool runs with."
+    )
+    payload = AnyField(
+        required=False, allow_null=True, help_text="respond: the tool result; upstream payload."
+    )
+    comment = serializers.CharField(
+        required=False, allow_blank=True, max_length=10_000, help_text="Reason or note."
+    )
+    decision_id = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        allow_null=True,
+        max_length=200,
+        help_text="Client idempotency key: a repeat returns the first result.",
+    )
+    ticket_id = serializers.CharField(
+        required=False,
+        max_length=300,
+        help_text="POST /runs/{id}/decisions: the ticket (upstream ticket id, tool call id "
+        "or global ticket id).",
+    )
+    toolCallId = serializers.CharField(  # noqa: N815 - upstream's field name
+        required=False, max_length=300, help_text="Upstream: the tool call or ticket id."
+    )
+    tool_call_id = serializers.CharField(required=False, max_length=300)
+    reason = serializers.CharField(
+        required=False, allow_blank=True, max_length=10_000, help_text="Upstream alias of comment."
+    )
+
+
+class ThreadCreateSerializer(serializers.Serializer):
+    title = serializers.CharField(max_length=300, required=False, allow_blank=True, default="")
+    resource_id = serializers.CharField(
+        max_length=200, required=False, allow_blank=True, default=""
+    )
+    custom = serializers.DictField(required=False, default=dict)
+
+
+class ThreadListQuerySerializer(serializers.Serializer):
+    q = serializers.CharField(
+        required=False, allow_blank=True, max_length=200, help_text="Thread id or title text."
+    )
+    cursor = serializers.CharField(required=False, allow_blank=True, max_length=400)
+
+
+class ThreadMessagesQuerySerializer(serializers.Serializer):
+    after_seq = serializers.IntegerField(min_value=0, default=0)
+    limit = serializers.IntegerField(min_value=1, max_value=500, default=100)
+    run_id = serializers.UUIDField(
+        required=False,
+        allow_null=True,
+        help_text="Only the run's input (trigger) messages and the messages it produced.",
+    )
+
+
+class ThreadMessageCreateSerializer(serializers.Serializer):
+    agent_id = serializers.CharField(
+        max_length=63,
+        required=False,
+        allow_blank=True,
+        help_text="Defaults to the agent of the thread's latest run.",
+    )
+    messages = MessageInSerializer(many=True, min_length=1, max_length=50)
+    idempotency_key = serializers.CharField(max_length=200, required=False, allow_blank=True)
+
+
+class TicketListQuerySerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=Ticket.Status.values, default="pending")
+    agent_id = serializers.CharField(required=False, allow_blank=True, max_length=63)
+    tool = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    limit = serializers.IntegerField(min_value=1, max_value=500, default=500)
+
+
+class AuditQuerySerializer(serializers.Serializer):
+    action = serializers.CharField(
+        required=False, allow_blank=True, max_length=40, help_text="Prefix, e.g. ticket."
+    )
+    actor = serializers.CharField(
+        required=False, allow_blank=True, max_length=200, help_text="Actor label or username."
+    )
+    run = serializers.UUIDField(required=False, allow_null=True, help_text="Run id.")
+    cursor = serializers.CharField(required=False, allow_blank=True, max_length=400)
+    limit = serializers.IntegerField(min_value=1, max_value=200, default=50)
+
+
+# --- responses ---------------------------------------------------------------------------------------
+
+
+class DecisionSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    ticket = serializers.CharField(help_text="Global ticket id.")
+    action = serializers.ChoiceField(choices=["approve", "edit", "reject", "respond"])
+    actor = serializers.CharField(help_text="Who decided: username, 'user (token name)', system.")
+    comment = serializers.CharField(allow_blank=True)
+    decision_id = serializers.CharField(help_text="Client idempotency key (generated if absent).")
+    payload = AnyField(allow_null=True)
+    arguments_before = AnyField(allow_null=True)
+    arguments_after = AnyField(allow_null=True)
+    created_at = serializers.DateTimeField()
+
+
+class DecisionResultSerializer(DecisionSerializer):
+    run_id = serializers.CharField()
+    ticket_id = serializers.CharField(help_text="Upstream ticket id.")
+
+
+class TicketSerializer(serializers.Serializer):
+    id = serializers.UUIDField(help_text="Global ticket id (POST /tickets/{id}/decision).")
+    ticket_id = serializers.CharField(help_text="Upstream ticket id: suspension id or call id.")
+    run_id = serializers.UUIDField()
+    agent_id = serializers.CharField(source="run.agent.slug")
+    tool_call_id = serializers.CharField(source="tool_call.call_id")
+    tool_name = serializers.CharField()
+    arguments = AnyField(allow_null=True)
+    resume_mode = serializers.CharField()
+    reason = serializers.CharField(allow_blank=True)
+    message = serializers.CharField(allow_blank=True)
+    status = serializers.ChoiceField(choices=Ticket.Status.values)
+    deadline_at = serializers.DateTimeField(allow_null=True)
+    default_action = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    closed_at = serializers.DateTimeField(allow_null=True)
+    decision = serializers.SerializerMethodField()
+
+    @extend_schema_field(DecisionSerializer(allow_null=True))
+    def get_decision(self, ticket: Ticket) -> dict[str, Any] | None:
+        from runs.services.tickets import decision_json
+
+        try:
+            decision = ticket.decision
+        except Decision.DoesNotExist:
+            return None
+        return decision_json(decision)
+
+
+class RangeSerializer(serializers.Serializer):
+    from_seq = serializers.IntegerField()
+    to_seq = serializers.IntegerField()
+
+
+class RunInputSerializer(serializers.Serializer):
+    thread_id = serializers.CharField()
+    range = RangeSerializer(required=False)
+    trigger_message_ids = serializers.ListField(child=serializers.CharField())
+    selected_message_ids = serializers.ListField(child=serializers.CharField())
+    context_policy = AnyField(required=False)
+    compacted_snapshot_id = serializers.CharField(required=False)
+
+
+class RunOutputSerializer(serializers.Serializer):
+    thread_id = serializers.CharField()
+    range = RangeSerializer(required=False)
+    message_ids = serializers.ListField(child=serializers.CharField())
+
+
+class TerminationSerializer(serializers.Serializer):
+    type = serializers.CharField(
+        help_text="natural_end, behavior_requested, stopped, cancelled, blocked, suspended, error."
+    )
+    value = AnyField(required=False, help_text="stopped: {code, detail}; blocked/error: text.")
+
+
+class WaitingSerializer(serializers.Serializer):
+    reason = serializers.ChoiceField(choices=WAITING_REASONS)
+    ticket_ids = serializers.ListField(child=serializers.CharField())
+    tickets = TicketSerializer(many=True, help_text="The open tickets the run waits for.")
+    since_dispatch_id = serializers.CharField(required=False)
+    message = serializers.CharField(required=False)
+
+
+class RequestSnapshotSerializer(serializers.Serializer):
+    origin = serializers.CharField()
+    sender_id = serializers.CharField(required=False)
+    input_message_ids = serializers.ListField(child=serializers.CharField())
+    input_message_count = serializers.IntegerField(required=False)
+
+
+class OutcomeSerializer(serializers.Serializer):
+    termination_reason = TerminationSerializer()
+    final_output = serializers.CharField(required=False, allow_blank=True)
+    error_payload = AnyField(required=False)
+
+
+class RunRecordSerializer(serializers.Serializer):
+    """Upstream's RunRecord (times in unix seconds) plus this service's bookkeeping."""
+
+    run_id = serializers.UUIDField()
+    thread_id = serializers.UUIDField()
+    agent_id = serializers.CharField(help_text="Agent slug.")
+    parent_run_id = serializers.UUIDField(allow_null=True)
+    request = RequestSnapshotSerializer(allow_null=True)
+    input = RunInputSerializer(allow_null=True)
+    output = RunOutputSerializer(allow_null=True)
+    status = serializers.ChoiceField(choices=Run.Status.values)
+    status_reason = serializers.CharField(allow_null=True)
+    termination_reason = TerminationSerializer(allow_null=True)
+    final_output = serializers.CharField(allow_null=True, allow_blank=True)
+    error_payload = AnyField(allow_null=True)
+    dispatch_id = serializers.CharField(allow_null=True)
+    session_id = serializers.CharField(allow_null=True)
+    transport_request_id = serializers.CharField(allow_null=True)
+    waiting = WaitingSerializer(allow_null=True)
+    outcome = OutcomeSerializer(allow_null=True)
+    created_at = serializers.IntegerField(help_text="Unix seconds.")
+    started_at = serializers.IntegerField(allow_null=True)
+    finished_at = serializers.IntegerField(allow_null=True)
+    updated_at = serializers.IntegerField()
+    steps = serializers.IntegerField()
+    input_tokens = serializers.IntegerField()
+    output_tokens = serializers.IntegerField()
+    state = serializers.DictField(allow_null=True, help_text="PersistedState {revision, extensions}.")
+    # bookkeeping beyond upstream
+    waiting_reason = serializers.ChoiceField(choices=WAITING_REASONS, allow_null=True)
+    agent_version = serializers.IntegerField(help_text="Pinned agent version number.")
+    retry_of = serializers.UUIDField(allow_null=True)
+    last_event_seq = serializers.IntegerField(help_text="Seq of the last persisted event.")
+    cancel_requested_at = serializers.IntegerField(allow_null=True)
+    idempotency_key = serializers.CharField(allow_null=True)
+
+
+class RunSummarySerializer(serializers.Serializer):
+    run_id = serializers.UUIDField(source="id")
+    thread_id = serializers.UUIDField()
+    agent_id = serializers.CharField(source="agent.slug")
+    parent_run_id = serializers.UUIDField(allow_null=True)
+    status = serializers.ChoiceField(choices=Run.Status.values)
+    status_reason = BlankAsNullCharField()
+    waiting_reason = serializers.ChoiceField(choices=WAITING_REASONS, allow_null=True)
+    termination_reason = TerminationSerializer(allow_null=True)
+    open_tickets = serializers.SerializerMethodField()
+    steps = serializers.IntegerField()
+    input_tokens = serializers.IntegerField()
+    output_tokens = serializers.IntegerField()
+    last_event_seq = serializers.IntegerField()
+    created_at = serializers.SerializerMethodField(help_text="Unix seconds.")
+    updated_at = serializers.SerializerMethodField()
+    finished_at = serializers.SerializerMethodField()
+
+    def get_open_tickets(self, run: Run) -> int:
+        count = getattr(run, "open_tickets", None)
+        if count is None:
+            count = run.tickets.filter(status=Ticket.Status.PENDING).count()
+        return int(count)
+
+    def get_created_at(self, run: Run) -> int:
+        return int(run.created_at.timestamp())
+
+    def get_updated_at(self, run: Run) -> int:
+        return int(run.updated_at.timestamp())
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_finished_at(self, run: Run) -> int | None:
+        return int(run.finished_at.timestamp()) if run.finished_at else None
+
+
+class RunPageSerializer(serializers.Serializer):
+    items = RunSummarySerializer(many=True)
+    next_cursor = serializers.CharField(allow_null=True, help_text="Pass as ?cursor= for more.")
+
+
+class EventSerializer(serializers.Serializer):
+    """An AgentEvent as persisted: its own fields (see REFERENCE §5) plus seq and time."""
+
+    seq = serializers.IntegerField(help_text="Per-run 1, 2, 3 … with no gaps.")
+    event_type = serializers.CharField(help_text="run_start, step_start, text_delta, …")
+    created_at = serializers.DateTimeField()
+
+
+class EventPageSerializer(serializers.Serializer):
+    items = EventSerializer(many=True)
+    next_after_seq = serializers.IntegerField(help_text="Pass as ?after_seq= for what follows.")
+    has_more = serializers.BooleanField()
+
+
+class TicketPageSerializer(serializers.Serializer):
+    items = TicketSerializer(many=True)
+
+
+class ThreadSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    title = serializers.CharField(allow_blank=True)
+    resource_id = serializers.CharField(allow_blank=True)
+    parent_thread_id = serializers.UUIDField(allow_null=True)
+    message_count = serializers.IntegerField()
+    open_run_id = serializers.UUIDField(allow_null=True)
+    active_run_id = serializers.UUIDField(allow_null=True)
+    latest_run_id = serializers.UUIDField(allow_null=True)
+    custom = serializers.DictField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+
+class ThreadDetailSerializer(ThreadSerializer):
+    runs = serializers.SerializerMethodField()
+
+    @extend_schema_field(RunSummarySerializer(many=True))
+    def get_runs(self, thread: Thread) -> list[dict[str, Any]]:
+        rows = Run.objects.filter(thread=thread).select_related("agent").order_by("created_at")
+        return list(RunSummarySerializer(rows[:200], many=True).data)
+
+
+class ThreadPageSerializer(serializers.Serializer):
+    items = ThreadSerializer(many=True)
+    next_cursor = serializers.CharField(allow_null=True)
+
+
+class MessageSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    seq = serializers.IntegerField(help_text="1-based position in the thread's log.")
+    role = serializers.ChoiceField(choices=Message.Role.values)
+    content = serializers.ListField(child=serializers.DictField(), help_text="Content blocks.")
+    tool_calls = serializers.ListField(
+        child=serializers.DictField(), allow_null=True, help_text="[{id, name, arguments}]."
+    )
+    tool_call_id = BlankAsNullCharField()
+    run_id = serializers.UUIDField(source="produced_by_run_id", allow_null=True)
+    step_index = serializers.IntegerField(allow_null=True)
+    created_at = serializers.DateTimeField()
+
+
+class MessagePageSerializer(serializers.Serializer):
+    items = MessageSerializer(many=True)
+    next_after_seq = serializers.IntegerField()
+    has_more = serializers.BooleanField()
+
+
+class AuditEntrySerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    actor = serializers.CharField(source="actor_label")
+    actor_id = serializers.IntegerField(allow_null=True, help_text="User id (null: system/cli).")
+    action = serializers.CharField()
+    target_type = serializers.CharField()
+    target_id = serializers.CharField()
+    run_id = serializers.UUIDField(allow_null=True)
+    before = AnyField(allow_null=True)
+    after = AnyField(allow_null=True)
+    comment = serializers.CharField(allow_blank=True)
+    source = serializers.CharField()
+    request_id = serializers.CharField(allow_blank=True)
+    created_at = serializers.DateTimeField()
+
+
+class AuditPageSerializer(serializers.Serializer):
+    items = AuditEntrySerializer(many=True)
+    next_cursor = serializers.CharField(allow_null=True)
