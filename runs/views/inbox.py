@@ -25,6 +25,7 @@ from runs.templatetags.runs_extras import short_id
 from runs.views.actions import actor_for
 
 BULK_ACTIONS = {"approve": "approved", "reject": "rejected"}
+MAX_BULK = 500  # as many as the inbox lists
 RESPOND_ONLY = ToolCallResumeMode.USE_DECISION_AS_TOOL_RESULT.value
 
 
@@ -177,6 +178,8 @@ def bulk_decide(request: HttpRequest) -> HttpResponse:
     ids = _selected_ids(request)
     if not ids:
         return _refusal(request, filters, "Select at least one ticket.")
+    if len(ids) > MAX_BULK:
+        return _refusal(request, filters, f"Decide at most {MAX_BULK} tickets at once.")
     found = {
         ticket.pk: ticket
         for ticket in Ticket.objects.filter(pk__in=ids).select_related("run__agent", "tool_call")
