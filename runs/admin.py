@@ -7,7 +7,7 @@ from typing import Any
 
 from django.contrib import admin
 
-from runs.models import Decision, Message, Run, RunEvent, Thread, Ticket, ToolCall
+from runs.models import AuditEntry, Decision, Message, Run, RunEvent, Thread, Ticket, ToolCall
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -89,3 +89,10 @@ class DecisionAdmin(ReadOnlyAdmin):
 class RunEventAdmin(ReadOnlyAdmin):
     list_display = ("run", "seq", "event_type", "created_at")
     list_filter = ("event_type",)
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(ReadOnlyAdmin):
+    list_display = ("created_at", "actor_label", "action", "target_type", "target_id", "source")
+    list_filter = ("action", "source")
+    search_fields = ("actor_label", "target_id", "comment")
