@@ -197,3 +197,62 @@ LOGGING = {
         "kombu": {"level": "WARNING"},
     },
 }
+
+# --- REST API (runs.api, /api/v1/) -------------------------------------------------------------
+INSTALLED_APPS += ["drf_spectacular", "drf_spectacular_sidecar"]
+
+# Requests per API token (per user for the browser session): "<n>/<s|min|h|day>".
+import re  # noqa: E402
+
+API_THROTTLE_RATE = env_str("API_THROTTLE_RATE", "600/min")
+if not re.fullmatch(r"\d+/(s|sec|m|min|h|hour|d|day)", API_THROTTLE_RATE):
+    raise ImproperlyConfigured(f"API_THROTTLE_RATE must look like 600/min, got {API_THROTTLE_RATE!r}")
+
+# Throttle counters: shared through Redis when there is one, else per process.
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "api_throttle": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+        if REDIS_URL
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "api-throttle"}
+    ),
+}
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "runs.api.auth.ApiTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_THROTTLE_CLASSES": ["runs.api.auth.TokenRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {"api_token": API_THROTTLE_RATE},
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["runs.api.parsers.LimitedJSONParser"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "runs.api.errors.exception_handler",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Awaken Ops API",
+    "DESCRIPTION": (
+        "Start runs, follow their events (JSON pages or Server-Sent Events), decide tickets, "
+        "read threads, agents and the audit log. Authenticate with `Authorization: Bearer "
+        "<token>` (a personal token from the 'API tokens' page) or the browser session. "
+        'Errors are `{"error": {"code", "message", "details"}}`.'
+    ),
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SCHEMA_PATH_PREFIX": r"/api/v1",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "ENUM_NAME_OVERRIDES": {
+        "RunStatusEnum": "runs.api.serializers.RUN_STATUSES",
+        "TicketStatusEnum": "runs.api.serializers.TICKET_STATUSES",
+        "WaitingReasonEnum": "runs.api.serializers.WAITING_REASONS",
+        "DecisionActionEnum": "runs.api.serializers.OUR_DECISION_ACTIONS",
+        "DecisionRequestActionEnum": "runs.api.serializers.DECISION_ACTIONS",
+    },
+}

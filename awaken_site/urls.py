@@ -10,10 +10,21 @@ def healthz(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"status": "ok"})
 
 
+@login_not_required
+def readyz(request: HttpRequest) -> JsonResponse:
+    """Database, Celery broker and channel layer reachable: 200, else 503."""
+    from runs.api.health import readiness
+
+    ok, checks = readiness()
+    return JsonResponse({"status": "ok" if ok else "unavailable", "checks": checks}, status=200 if ok else 503)
+
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", healthz, name="healthz"),
+    path("readyz", readyz, name="readyz"),
+    path("api/v1/", include("runs.api.urls")),
     path("", include("runs.urls")),
 ]

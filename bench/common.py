@@ -209,6 +209,7 @@ class BenchEnv:
         self.child_env: dict[str, str] = {}
         self.started = time.monotonic()
         self.load_at_start = os.getloadavg()
+        self.keep_logs = os.environ.get("BENCH_KEEP_LOGS") == "1"
         self._closed = False
 
     # setup -----------------------------------------------------------------------------------
@@ -350,7 +351,9 @@ class BenchEnv:
             pass
         if self.redis_proc is not None:
             self.redis_proc.stop()
-        if os.environ.get("BENCH_KEEP_LOGS") != "1":
+        if self.keep_logs:
+            print(f"[teardown] process logs kept in {self.log_dir}", flush=True)
+        else:
             shutil.rmtree(self.log_dir, ignore_errors=True)
 
 
@@ -373,6 +376,9 @@ def bench_environment() -> Iterator[BenchEnv]:
         env.start()
         print_machine_facts(env)
         yield env
+    except BaseException:
+        env.keep_logs = True  # the worker/daphne logs explain most failures
+        raise
     finally:
         env.close()
 

@@ -266,7 +266,7 @@ def run(env: BenchEnv) -> list[Figure]:
             print(
                 f"  K={clients}: publisher time per event: events_append txn + on-commit "
                 f"broadcast {emit_ms:.1f} ms median (one thread sustains <= "
-                f"{1000 / emit_ms:.0f} events/s), of which commit -> broadcast returned "
+                f"{1000 / emit_ms:.0f} events/s), of which commit -> both group_sends returned "
                 f"{median(system.broadcast_ms):.1f} ms; PUBLISH {median(raw.emit_ms):.2f} ms; "
                 f"behind schedule: {system.late_emits} system, {raw.late_emits} raw events",
                 flush=True,

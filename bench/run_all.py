@@ -33,6 +33,8 @@ def main() -> int:
                 failures.append(f"{module.BENCHMARK}: {traceback.format_exc(limit=3)}")
                 traceback.print_exc()
         common.print_summary(figures, env)
+        if failures:
+            env.keep_logs = True
     if failures:
         print("\nFAILED benchmarks:\n  " + "\n  ".join(f[:2000] for f in failures), flush=True)
         return 1

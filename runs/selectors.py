@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from agents.models import Agent
 from runs.models import AuditEntry, Message, Run, RunEvent, Thread, Ticket
+from runs.runtime.types import waiting_reason_from_status_reason
 
 PAGE_SIZE = 50
 
@@ -188,10 +189,12 @@ def run_detail(run_id: Any) -> RunDetail | None:
 
 
 def _ancestors(run: Run) -> list[Run]:
-    chain = []
+    chain: list[Run] = []
     parent = run.parent_run
     while parent is not None and len(chain) < 20:
         chain.append(parent)
+        if parent.parent_run_id is None:
+            break
         parent = (
             Run.objects.select_related("agent", "parent_run")
             .filter(pk=parent.parent_run_id)
@@ -258,19 +261,13 @@ WAIT_BUCKETS = [
 def dashboard(now: dt.datetime | None = None) -> Dashboard:
     now = now or timezone.now()
     by_status = {status: 0 for status in Run.Status.values}
-    for row in Run.objects.values("status").annotate(n=Count("id")):
-        by_status[row["status"]] = row["n"]
+    for status, count in Run.objects.values_list("status").annotate(n=Count("id")):
+        by_status[status] = count
     by_reason: dict[str, int] = {}
-    for row in (
-        Run.objects.filter(status=Run.Status.WAITING)
-        .values("status_reason")
-        .annotate(n=Count("id"))
-    ):
-        reason = (
-            Run(status=Run.Status.WAITING, status_reason=row["status_reason"]).waiting_reason
-            or "external_event"
-        )
-        by_reason[reason] = by_reason.get(reason, 0) + row["n"]
+    waiting = Run.objects.filter(status=Run.Status.WAITING).values_list("status_reason")
+    for status_reason, count in waiting.annotate(n=Count("id")):
+        reason = waiting_reason_from_status_reason(status_reason or None).value
+        by_reason[reason] = by_reason.get(reason, 0) + count
     pending = Ticket.objects.filter(status=Ticket.Status.PENDING)
     failures = list(
         Run.objects.filter(status=Run.Status.DONE)

@@ -27,3 +27,11 @@ urlpatterns = [
     path("inbox/bulk", inbox.bulk_decide, name="inbox-bulk"),
     path("audit/", lists.audit, name="audit"),
 ]
+
+# API tokens page (REST API auth)
+from runs.views import tokens  # noqa: E402
+
+urlpatterns += [
+    path("tokens/", tokens.token_list, name="tokens"),
+    path("tokens/<int:token_id>/revoke", tokens.token_revoke_view, name="token-revoke"),
+]

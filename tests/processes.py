@@ -7,9 +7,13 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import quote
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -64,3 +68,94 @@ class Proc:
             except subprocess.TimeoutExpired:
                 self.kill()
         self._log.close()
+
+
+# --- servers against the test database (tests/browser; the same command lines as
+# tests/integration/conftest.py) ------------------------------------------------------------
+
+
+def database_url(db: dict[str, object]) -> str:
+    """A DATABASE_URL that points a child process at this database (`connection.settings_dict`)."""
+    if str(db["ENGINE"]).endswith("sqlite3"):
+        return f"sqlite:///{Path(str(db['NAME'])).resolve()}"
+    user = quote(str(db.get("USER") or ""), safe="")
+    password = f":{quote(str(db['PASSWORD']), safe='')}" if db.get("PASSWORD") else ""
+    host = db.get("HOST") or "127.0.0.1"
+    port = db.get("PORT") or 5432
+    return f"postgres://{user}{password}@{host}:{port}/{db['NAME']}"
+
+
+def service_command(
+    kind: str, *, name: str = "", port: int = 0, concurrency: int = 4
+) -> tuple[list[str], str]:
+    """The command line of a `worker`, `daphne` or `serve` process and the log line that
+    says it is ready."""
+    if kind == "worker":
+        args = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "awaken_site",
+            "worker",
+            "--pool",
+            "prefork",
+            "--concurrency",
+            str(concurrency),
+            "--loglevel",
+            "INFO",
+            "--hostname",
+            f"{name or 'worker'}@%h",
+            "--without-gossip",
+            "--without-mingle",
+        ]
+        return args, "ready."
+    if kind == "daphne":
+        args = [
+            sys.executable,
+            "-m",
+            "daphne",
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "awaken_site.asgi:application",
+        ]
+        return args, "Listening on TCP address"
+    if kind == "serve":
+        args = [
+            sys.executable,
+            "manage.py",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ]
+        return args, "Listening on TCP address"
+    raise ValueError(kind)
+
+
+def wait_ready(proc: Proc, ready: str, timeout: float = 40) -> Proc:
+    """Wait until `ready` is in the process's log; fail with the log's tail if it exits."""
+    try:
+        wait_for(
+            lambda: ready in proc.log() or proc.popen.poll() is not None,
+            timeout,
+            f"{proc.name} to start",
+        )
+    except AssertionError:
+        raise AssertionError(f"{proc.name} did not start:\n{proc.log()[-3000:]}") from None
+    if proc.popen.poll() is not None:
+        raise AssertionError(f"{proc.name} exited:\n{proc.log()[-3000:]}")
+    return proc
+
+
+def http_ok(url: str, timeout: float = 1.0) -> bool:
+    """True when a GET of `url` answers 200."""
+    try:
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # no proxy
+        with opener.open(url, timeout=timeout) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False

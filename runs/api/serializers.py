@@ -19,7 +19,10 @@ WAITING_REASONS = [
     "rate_limit",
     "manual_pause",
 ]
-DECISION_ACTIONS = ["approve", "edit", "reject", "respond", "resume", "cancel"]
+OUR_DECISION_ACTIONS = ["approve", "edit", "reject", "respond"]
+DECISION_ACTIONS = [*OUR_DECISION_ACTIONS, "resume", "cancel"]
+RUN_STATUSES = list(Run.Status.values)
+TICKET_STATUSES = list(Ticket.Status.values)
 
 TEXT_BLOCK = {
     "type": "object",
@@ -83,7 +86,7 @@ class RunCreateSerializer(serializers.Serializer):
 
 
 class RunListQuerySerializer(serializers.Serializer):
-    status = serializers.ChoiceField(choices=Run.Status.values, required=False, allow_blank=True)
+    status = serializers.ChoiceField(choices=RUN_STATUSES, required=False, allow_blank=True)
     waiting_reason = serializers.ChoiceField(
         choices=WAITING_REASONS, required=False, allow_blank=True
     )
@@ -194,7 +197,7 @@ class ThreadMessageCreateSerializer(serializers.Serializer):
 
 
 class TicketListQuerySerializer(serializers.Serializer):
-    status = serializers.ChoiceField(choices=Ticket.Status.values, default="pending")
+    status = serializers.ChoiceField(choices=TICKET_STATUSES, default="pending")
     agent_id = serializers.CharField(required=False, allow_blank=True, max_length=63)
     tool = serializers.CharField(required=False, allow_blank=True, max_length=200)
     limit = serializers.IntegerField(min_value=1, max_value=500, default=500)
@@ -218,7 +221,7 @@ class AuditQuerySerializer(serializers.Serializer):
 class DecisionSerializer(serializers.Serializer):
     id = serializers.CharField()
     ticket = serializers.CharField(help_text="Global ticket id.")
-    action = serializers.ChoiceField(choices=["approve", "edit", "reject", "respond"])
+    action = serializers.ChoiceField(choices=OUR_DECISION_ACTIONS)
     actor = serializers.CharField(help_text="Who decided: username, 'user (token name)', system.")
     comment = serializers.CharField(allow_blank=True)
     decision_id = serializers.CharField(help_text="Client idempotency key (generated if absent).")
@@ -244,7 +247,7 @@ class TicketSerializer(serializers.Serializer):
     resume_mode = serializers.CharField()
     reason = serializers.CharField(allow_blank=True)
     message = serializers.CharField(allow_blank=True)
-    status = serializers.ChoiceField(choices=Ticket.Status.values)
+    status = serializers.ChoiceField(choices=TICKET_STATUSES)
     deadline_at = serializers.DateTimeField(allow_null=True)
     default_action = serializers.CharField()
     created_at = serializers.DateTimeField()
@@ -320,7 +323,7 @@ class RunRecordSerializer(serializers.Serializer):
     request = RequestSnapshotSerializer(allow_null=True)
     input = RunInputSerializer(allow_null=True)
     output = RunOutputSerializer(allow_null=True)
-    status = serializers.ChoiceField(choices=Run.Status.values)
+    status = serializers.ChoiceField(choices=RUN_STATUSES)
     status_reason = serializers.CharField(allow_null=True)
     termination_reason = TerminationSerializer(allow_null=True)
     final_output = serializers.CharField(allow_null=True, allow_blank=True)
@@ -352,7 +355,7 @@ class RunSummarySerializer(serializers.Serializer):
     thread_id = serializers.UUIDField()
     agent_id = serializers.CharField(source="agent.slug")
     parent_run_id = serializers.UUIDField(allow_null=True)
-    status = serializers.ChoiceField(choices=Run.Status.values)
+    status = serializers.ChoiceField(choices=RUN_STATUSES)
     status_reason = BlankAsNullCharField()
     waiting_reason = serializers.ChoiceField(choices=WAITING_REASONS, allow_null=True)
     termination_reason = TerminationSerializer(allow_null=True)

@@ -1,0 +1,216 @@
+"""Server-Sent Events for a run: `GET /api/v1/runs/{id}/events/stream`.
+
+The stream polls the durable event log (gap-free per-run seq, committed with the
+checkpoint it describes), so it works under WSGI and ASGI and whichever process or
+machine wrote the events. Each event is one SSE message with `id: <seq>`; a client
+resumes with `Last-Event-ID` (or `?after_seq=`) and gets every later event exactly once.
+Comments keep idle connections alive. The stream closes after `run_finish` or `error`
+(unless `follow=true`, which keeps streaming while the run may resume), when the run is
+done and all its events were sent, or after MAX_STREAM_SECONDS (reconnect to go on).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.core.handlers.asgi import ASGIRequest
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import DatabaseError, close_old_connections, connection
+from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.request import Request
+
+from runs import permissions as perms
+from runs.models import Run, RunEvent
+from runs.runtime.events import TERMINAL_EVENT_TYPES
+from runs.services.errors import InvalidInput, NotFound
+
+from .base import ApiView, parse_uuid, validated
+from .errors import error_responses
+from .serializers import StreamQuerySerializer
+
+# Module constants so tests (and operators) can shorten them.
+HEARTBEAT_SECONDS = 15.0
+POLL_SECONDS = 0.3
+MAX_STREAM_SECONDS = 30 * 60.0
+BATCH = 200
+RETRY_MS = 2000
+
+
+def sse_message(frame: dict[str, Any]) -> bytes:
+    data = json.dumps(frame, cls=DjangoJSONEncoder, separators=(",", ":"))
+    return f"id: {frame['seq']}\ndata: {data}\n\n".encode()
+
+
+def _release_connection() -> None:
+    """Give the connection back between polls (closed when CONN_MAX_AGE says so or when
+    it broke); left alone inside an outer transaction (tests)."""
+    if not connection.in_atomic_block:
+        close_old_connections()
+
+
+class EventStream:
+    """The state of one stream; `poll()` is one database round: new frames, then whether
+    to close."""
+
+    def __init__(self, run_id: Any, after_seq: int, follow: bool) -> None:
+        self.run_id = run_id
+        self.last_seq = after_seq
+        self.follow = follow
+        self.done = False
+        self.started = time.monotonic()
+        self.last_write = self.started
+
+    def poll(self) -> list[bytes]:
+        try:
+            return self._poll()
+        except DatabaseError:
+            # a broken connection: drop it and try again at the next poll
+            if not connection.in_atomic_block:
+                connection.close()
+            return []
+        finally:
+            _release_connection()
+
+    def _poll(self) -> list[bytes]:
+        chunks: list[bytes] = []
+        row = Run.objects.filter(pk=self.run_id).values_list("status", "last_event_seq").first()
+        if row is None:
+            self.done = True
+            return chunks
+        status, last_event_seq = row
+        while self.last_seq < last_event_seq and not self.done:
+            events = list(
+                RunEvent.objects.filter(
+                    run_id=self.run_id, seq__gt=self.last_seq, seq__lte=last_event_seq
+                ).order_by("seq")[:BATCH]
+            )
+            if not events:
+                break
+            for event in events:
+                chunks.append(sse_message(event.as_frame()))
+                self.last_seq = event.seq
+                if event.event_type in TERMINAL_EVENT_TYPES and not self.follow:
+                    self.done = True
+                    break
+        if status == Run.Status.DONE and self.last_seq >= last_event_seq:
+            self.done = True
+        return chunks
+
+    def tick(self, chunks: list[bytes]) -> list[bytes]:
+        """After a poll: a heartbeat when nothing was written for a while, and the
+        closing comment when the stream ends."""
+        now = time.monotonic()
+        if chunks:
+            self.last_write = now
+        elif now - self.last_write >= HEARTBEAT_SECONDS:
+            chunks = [b": heartbeat\n\n"]
+            self.last_write = now
+        if not self.done and now - self.started >= MAX_STREAM_SECONDS:
+            self.done = True
+            chunks = [*chunks, b": max duration reached; reconnect with Last-Event-ID\n\n"]
+        return chunks
+
+    def opening(self) -> bytes:
+        return f"retry: {RETRY_MS}\n: stream of run {self.run_id} after seq {self.last_seq}\n\n".encode()
+
+    def __iter__(self) -> Iterator[bytes]:
+        """WSGI: a plain generator in the request's thread."""
+        try:
+            yield self.opening()
+            while True:
+                chunks = self.tick(self.poll())
+                yield from chunks
+                if self.done:
+                    return
+                time.sleep(POLL_SECONDS)
+        finally:
+            _release_connection()
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        """ASGI: polls run in the request's thread-sensitive executor, sleeps don't block."""
+        poll = sync_to_async(self.poll)
+        try:
+            yield self.opening()
+            while True:
+                chunks = self.tick(await poll())
+                for chunk in chunks:
+                    yield chunk
+                if self.done:
+                    return
+                await asyncio.sleep(POLL_SECONDS)
+        finally:
+            await sync_to_async(_release_connection)()
+
+
+class EventStreamRenderer(BaseRenderer):
+    """Lets clients send `Accept: text/event-stream`; errors are then JSON bodies too."""
+
+    media_type = "text/event-stream"
+    format = "sse"
+    charset = None
+
+    def render(self, data: Any, accepted_media_type: Any = None, renderer_context: Any = None) -> bytes:
+        return json.dumps(data, cls=DjangoJSONEncoder).encode()
+
+
+class RunEventStreamView(ApiView):
+    required_perms = {"GET": perms.VIEW}
+    renderer_classes = [JSONRenderer, EventStreamRenderer]
+
+    @extend_schema(
+        operation_id="runs_events_stream",
+        summary="A run's events as Server-Sent Events",
+        description="`text/event-stream`: one message per event, `id:` = seq, `data:` = the "
+        "event JSON (as in /events). Resumes after `Last-Event-ID` (or `after_seq`) with no "
+        "gap and no duplicate. Comment lines every 15 s keep the connection open. Closes "
+        "after `run_finish` or `error` unless `follow=true` (then it goes on while the run "
+        "resumes, until it is done); also after 30 minutes: reconnect with Last-Event-ID.",
+        tags=["events"],
+        parameters=[
+            OpenApiParameter("run_id", OpenApiTypes.UUID, OpenApiParameter.PATH),
+            StreamQuerySerializer,
+            OpenApiParameter(
+                "Last-Event-ID",
+                OpenApiTypes.INT,
+                OpenApiParameter.HEADER,
+                required=False,
+                description="The last seq received; wins over after_seq.",
+            ),
+        ],
+        responses={
+            (200, "text/event-stream"): OpenApiResponse(
+                OpenApiTypes.STR, description="The event stream."
+            ),
+            **error_responses(404),
+        },
+    )
+    def get(self, request: Request, run_id: str) -> StreamingHttpResponse:
+        query = validated(StreamQuerySerializer, request.query_params)
+        pk = parse_uuid(run_id, "run")
+        if not Run.objects.filter(pk=pk).exists():
+            raise NotFound(f"run {run_id} not found")
+        after = query.get("after_seq") or 0
+        last_event_id = request.headers.get("Last-Event-ID", "").strip()
+        if last_event_id:
+            try:
+                after = max(0, int(last_event_id))
+            except ValueError:
+                raise InvalidInput(
+                    "Last-Event-ID must be an event seq", {"Last-Event-ID": last_event_id}
+                ) from None
+        stream = EventStream(pk, after, query["follow"])
+        is_async = isinstance(getattr(request, "_request", request), ASGIRequest)
+        response = StreamingHttpResponse(
+            stream.__aiter__() if is_async else iter(stream), content_type="text/event-stream"
+        )
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"
+        return response

@@ -1,0 +1,71 @@
+"""The "API tokens" page: a user creates (shown once) and revokes their personal tokens."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_http_methods, require_POST
+
+from runs.api.tokens import token_create, token_revoke
+from runs.models import ApiToken
+from runs.services.audit import Actor
+from runs.services.errors import InvalidInput, ServiceError
+
+EXPIRY_CHOICES = [("", "never"), ("7", "7 days"), ("30", "30 days"), ("90", "90 days"), ("365", "1 year")]
+
+
+def _actor(request: HttpRequest) -> Actor:
+    return Actor(user=request.user, source="ui", request_id=request.headers.get("X-Request-ID", "")[:64])
+
+
+def _expiry(raw: str) -> dt.datetime | None:
+    if not raw:
+        return None
+    try:
+        days = int(raw)
+    except ValueError:
+        days = 0
+    if not 1 <= days <= 3650:
+        raise InvalidInput("expiry must be between 1 and 3650 days")
+    return timezone.now() + dt.timedelta(days=days)
+
+
+@require_http_methods(["GET", "POST"])
+def token_list(request: HttpRequest) -> HttpResponse:
+    context: dict[str, Any] = {"nav": "tokens", "expiry_choices": EXPIRY_CHOICES, "created": None}
+    status = 200
+    if request.method == "POST":
+        try:
+            token, raw = token_create(
+                user=request.user,
+                name=request.POST.get("name", ""),
+                expires_at=_expiry(request.POST.get("expires_days", "").strip()),
+                actor=_actor(request),
+            )
+            context["created"] = {"token": token, "raw": raw}
+        except ServiceError as exc:
+            context["error"] = exc.message
+            context["name"] = request.POST.get("name", "")
+            status = exc.status
+    context["tokens"] = list(ApiToken.objects.filter(user=request.user).order_by("-created_at", "-id"))
+    context["now"] = timezone.now()
+    response = render(request, "runs/tokens.html", context, status=status)
+    if context["created"]:
+        response["Cache-Control"] = "no-store"  # the secret is on this page, once
+    return response
+
+
+@require_POST
+def token_revoke_view(request: HttpRequest, token_id: int) -> HttpResponse:
+    token = get_object_or_404(ApiToken, pk=token_id, user=request.user)
+    try:
+        token_revoke(token=token, actor=_actor(request))
+        messages.success(request, f"Revoked {token.name} ({token.prefix}).")
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    return redirect("runs:tokens")
