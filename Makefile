@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install run test test-distributed lint bench clean
+.PHONY: install run test test-distributed lint bench clean screenshots
 
 $(VENV)/.installed: pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -48,3 +48,8 @@ bench: install
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache
+
+# Full-page PNGs of the UI for the README (static/docs/): a fresh temporary `serve`, demo
+# data, Debian's Chromium at /usr/bin/chromium driven by Playwright.
+screenshots: install
+	$(BIN)/python -m tests.browser.screenshots

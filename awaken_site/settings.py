@@ -206,7 +206,9 @@ import re  # noqa: E402
 
 API_THROTTLE_RATE = env_str("API_THROTTLE_RATE", "600/min")
 if not re.fullmatch(r"\d+/(s|sec|m|min|h|hour|d|day)", API_THROTTLE_RATE):
-    raise ImproperlyConfigured(f"API_THROTTLE_RATE must look like 600/min, got {API_THROTTLE_RATE!r}")
+    raise ImproperlyConfigured(
+        f"API_THROTTLE_RATE must look like 600/min, got {API_THROTTLE_RATE!r}"
+    )
 
 # Throttle counters: shared through Redis when there is one, else per process.
 CACHES = {
@@ -214,7 +216,10 @@ CACHES = {
     "api_throttle": (
         {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
         if REDIS_URL
-        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "api-throttle"}
+        else {
+            "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+            "LOCATION": "api-throttle",
+        }
     ),
 }
 

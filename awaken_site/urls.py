@@ -16,7 +16,9 @@ def readyz(request: HttpRequest) -> JsonResponse:
     from runs.api.health import readiness
 
     ok, checks = readiness()
-    return JsonResponse({"status": "ok" if ok else "unavailable", "checks": checks}, status=200 if ok else 503)
+    return JsonResponse(
+        {"status": "ok" if ok else "unavailable", "checks": checks}, status=200 if ok else 503
+    )
 
 
 urlpatterns = [

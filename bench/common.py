@@ -351,7 +351,7 @@ class BenchEnv:
             pass
         if self.redis_proc is not None:
             self.redis_proc.stop()
-        if self.keep_logs:
+        if self.keep_logs and any(self.log_dir.iterdir()):
             print(f"[teardown] process logs kept in {self.log_dir}", flush=True)
         else:
             shutil.rmtree(self.log_dir, ignore_errors=True)
@@ -630,6 +630,10 @@ def print_machine_facts(env: BenchEnv) -> None:
 
 def standalone(run: Callable[[BenchEnv], list[Figure]]) -> None:
     """`python bench/<name>.py`: set up, run one benchmark, print its summary."""
-    with bench_environment() as env:
-        figures = run(env)
-        print_summary(figures, env)
+    try:
+        with bench_environment() as env:
+            figures = run(env)
+            print_summary(figures, env)
+    except BenchError as exc:
+        print(f"\nbenchmark failed: {exc}", file=sys.stderr, flush=True)
+        sys.exit(1)

@@ -45,13 +45,25 @@ LISTENERS = str(Path(__file__).resolve().with_name("listeners.py"))
 
 
 @dataclass
+class Emitted:
+    """What the publisher did: when each seq became visible (commit or PUBLISH), and for
+    the system when its run-group group_send returned."""
+
+    visible_ns: dict[int, int] = field(default_factory=dict)
+    group_sent_ns: dict[int, int] = field(default_factory=dict)
+    late: int = 0
+    durations_ms: list[float] = field(default_factory=list)
+
+
+@dataclass
 class Samples:
     latencies_ms: list[float] = field(default_factory=list)
     delivered: int = 0
     expected: int = 0
     late_emits: int = 0  # events the publisher emitted > 1 interval behind schedule
     emit_ms: list[float] = field(default_factory=list)  # publisher time per event
-    broadcast_ms: list[float] = field(default_factory=list)  # commit -> broadcast returned
+    publish_ms: list[float] = field(default_factory=list)  # commit -> run group_send returned
+    deliver_ms: list[float] = field(default_factory=list)  # group_send returned -> receipt
 
     def add(self, other: Samples) -> None:
         self.latencies_ms += other.latencies_ms
@@ -59,7 +71,8 @@ class Samples:
         self.expected += other.expected
         self.late_emits += other.late_emits
         self.emit_ms += other.emit_ms
-        self.broadcast_ms += other.broadcast_ms
+        self.publish_ms += other.publish_ms
+        self.deliver_ms += other.deliver_ms
 
     def describe(self) -> str:
         lat = self.latencies_ms
@@ -70,42 +83,48 @@ class Samples:
         )
 
 
-def paced(count: int, rate: float, emit: Any) -> tuple[int, list[float]]:
-    """Call emit(i) for i in 0..count-1 at a steady rate; returns how many calls started
-    more than one interval behind schedule, and each call's duration in ms."""
-    interval = 1.0 / rate
+def paced(count: int, emit: Any, emitted: Emitted) -> Emitted:
+    """Call emit(i) for i in 0..count-1 at RATE; count the calls that started more than
+    one interval behind schedule and time each call."""
+    interval = 1.0 / RATE
     start = time.monotonic()
-    late = 0
-    durations = []
     for index in range(count):
         delay = start + index * interval - time.monotonic()
         if delay > 0:
             time.sleep(delay)
         elif delay < -interval:
-            late += 1
+            emitted.late += 1
         began = time.perf_counter()
         emit(index)
-        durations.append((time.perf_counter() - began) * 1000)
-    return late, durations
+        emitted.durations_ms.append((time.perf_counter() - began) * 1000)
+    return emitted
 
 
-BROADCAST_MS: list[float] = []  # commit -> events_append's on-commit broadcast returned
+def emit_system(run_id: Any, count: int) -> Emitted:
+    from unittest import mock
 
-
-def emit_system(run_id: Any, count: int) -> tuple[dict[int, int], int, list[float]]:
     from django.db import transaction
 
+    from runs import realtime
     from runs.models import Run
     from runs.services.events import events_append
 
-    committed: dict[int, int] = {}
-    BROADCAST_MS.clear()
+    emitted = Emitted()
+    stamp: dict[str, int] = {}
+    original_send = realtime._send
+
+    def send(group: str, message: dict[str, Any]) -> None:
+        """Instrumentation (this process only): when the run group's send returned."""
+        original_send(group, message)
+        if group.startswith("run."):
+            stamp["group_sent_ns"] = time.time_ns()
 
     def emit(index: int) -> None:
-        stamp: dict[str, int] = {}
+        stamp.clear()
         with transaction.atomic():
             run = Run.objects.select_for_update().get(pk=run_id)
-            transaction.on_commit(lambda: stamp.__setitem__("ns", time.time_ns()))
+            # registered before events_append's broadcast, so it runs right after COMMIT
+            transaction.on_commit(lambda: stamp.__setitem__("commit_ns", time.time_ns()))
             rows = events_append(
                 run,
                 [
@@ -116,26 +135,25 @@ def emit_system(run_id: Any, count: int) -> tuple[dict[int, int], int, list[floa
                     }
                 ],
             )
-            # runs after the broadcast: callbacks run in registration order
-            transaction.on_commit(lambda: stamp.__setitem__("sent_ns", time.time_ns()))
-        committed[rows[0].seq] = stamp["ns"]
-        BROADCAST_MS.append((stamp["sent_ns"] - stamp["ns"]) / 1e6)
+        seq = rows[0].seq
+        emitted.visible_ns[seq] = stamp["commit_ns"]
+        if "group_sent_ns" in stamp:
+            emitted.group_sent_ns[seq] = stamp["group_sent_ns"]
 
-    late, durations = paced(count, RATE, emit)
-    return committed, late, durations
+    with mock.patch.object(realtime, "_send", send):
+        return paced(count, emit, emitted)
 
 
-def emit_raw(client: Any, channel: str, count: int) -> tuple[dict[int, int], int, list[float]]:
-    published: dict[int, int] = {}
+def emit_raw(client: Any, channel: str, count: int) -> Emitted:
+    emitted = Emitted()
 
     def emit(index: int) -> None:
         seq = index + 1
         body = json.dumps({"seq": seq, "event_type": "activity_snapshot", "pad": PAD})
-        published[seq] = time.time_ns()
+        emitted.visible_ns[seq] = time.time_ns()
         client.publish(channel, body)
 
-    late, durations = paced(count, RATE, emit)
-    return published, late, durations
+    return paced(count, emit, emitted)
 
 
 def listen(
@@ -159,7 +177,7 @@ def listen(
         timeout=30,
     )
     try:
-        sent, late, durations = emit()
+        emitted: Emitted = emit()
         common.wait_for(lambda: not proc.alive(), timeout, f"{name} listeners to finish", 0.05)
     finally:
         env.stop(proc)
@@ -168,17 +186,26 @@ def listen(
     result = json.loads(out.read_text())
     if result["errors"]:
         raise BenchError(f"{name} listeners failed: {result['errors'][:3]}")
-    measured = sorted(sent)[WARMUP:]
+    measured = sorted(emitted.visible_ns)[WARMUP:]
     wanted = set(measured)
-    samples = Samples(expected=clients * len(measured), late_emits=late, emit_ms=durations)
-    if mode == "ws":
-        samples.broadcast_ms = list(BROADCAST_MS[WARMUP:])
+    samples = Samples(
+        expected=clients * len(measured),
+        late_emits=emitted.late,
+        emit_ms=emitted.durations_ms[WARMUP:],
+        publish_ms=[
+            (emitted.group_sent_ns[seq] - emitted.visible_ns[seq]) / 1e6
+            for seq in measured
+            if seq in emitted.group_sent_ns
+        ],
+    )
     for frames in result["clients"]:
         seen = set()
         for seq, received_ns in frames:
             if seq in wanted and seq not in seen:
                 seen.add(seq)
-                samples.latencies_ms.append((received_ns - sent[seq]) / 1e6)
+                samples.latencies_ms.append((received_ns - emitted.visible_ns[seq]) / 1e6)
+                if seq in emitted.group_sent_ns:
+                    samples.deliver_ms.append((received_ns - emitted.group_sent_ns[seq]) / 1e6)
         samples.delivered += len(seen)
     return samples
 
@@ -264,11 +291,14 @@ def run(env: BenchEnv) -> list[Figure]:
                 )
             emit_ms = median(system.emit_ms)
             print(
-                f"  K={clients}: publisher time per event: events_append txn + on-commit "
-                f"broadcast {emit_ms:.1f} ms median (one thread sustains <= "
-                f"{1000 / emit_ms:.0f} events/s), of which commit -> both group_sends returned "
-                f"{median(system.broadcast_ms):.1f} ms; PUBLISH {median(raw.emit_ms):.2f} ms; "
-                f"behind schedule: {system.late_emits} system, {raw.late_emits} raw events",
+                f"  K={clients}: publisher (lock, events_append, commit, 2 group_sends) "
+                f"{emit_ms:.1f} ms per event median, so one thread sustains <= "
+                f"{1000 / emit_ms:.0f} events/s; behind schedule: {system.late_emits} "
+                f"system, {raw.late_emits} raw events (PUBLISH {median(raw.emit_ms):.2f} ms)\n"
+                f"  K={clients}: latency split: commit -> run group_send returned p50 "
+                f"{median(system.publish_ms):.1f} / p99 {percentile(system.publish_ms, 99):.1f} ms"
+                f", then -> websocket receipt p50 {median(system.deliver_ms):.1f} / p99 "
+                f"{percentile(system.deliver_ms, 99):.1f} ms",
                 flush=True,
             )
             p99 = percentile(system.latencies_ms, 99)

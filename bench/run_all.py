@@ -19,6 +19,14 @@ BENCHMARKS = (e2e_runs, checkpoint_cost, event_latency)
 
 
 def main() -> int:
+    try:
+        return run_all()
+    except common.BenchError as exc:  # the environment itself could not be set up
+        print(f"\nbenchmarks failed: {exc}", file=sys.stderr, flush=True)
+        return 1
+
+
+def run_all() -> int:
     failures = []
     figures: list[common.Figure] = []
     with common.bench_environment() as env:

@@ -44,7 +44,9 @@ async def refuse_actions(consumer: AsyncJsonWebsocketConsumer) -> None:
     if not await database_sync_to_async(user.has_perm)("runs.decide_ticket"):
         await consumer.close(code=CLOSE_FORBIDDEN)
         return
-    await consumer.send_json({"type": "error", "message": "this socket is read-only; POST actions over HTTP"})
+    await consumer.send_json(
+        {"type": "error", "message": "this socket is read-only; POST actions over HTTP"}
+    )
 
 
 class RunStreamConsumer(AsyncJsonWebsocketConsumer):

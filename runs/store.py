@@ -178,18 +178,26 @@ class OrmCheckpointStore:
         return record_from_row(run) if run else None
 
     def checkpoint(self, checkpoint: Checkpoint) -> None:
+        """One transaction of about eight statements, none of them growing with the thread."""
         now = timezone.now()
+        record = checkpoint.record
         with transaction.atomic():
-            run = Run.objects.select_for_update().get(pk=self.run_id)
+            run = (
+                Run.objects.select_for_update()
+                .only(
+                    "id", "thread_id", "agent_version_id", "attempt", "last_event_seq", "started_at"
+                )
+                .get(pk=self.run_id)
+            )
             if self.attempt is not None and run.attempt != self.attempt:
                 raise LeaseLostError(f"run {self.run_id} was claimed by another worker")
             self._append_messages(checkpoint, now)
-            self._apply_record(run, checkpoint.record, now)
-            suspensions = _suspension_messages(checkpoint.events)
-            for state in checkpoint.tool_calls:
-                self._save_tool_call(run, state, checkpoint.step_index, suspensions, now)
-            run.save()
-            events_append(run, checkpoint.events, now=now)
+            self._save_tool_calls(run, checkpoint, now)
+            events_append(run, checkpoint.events, now=now, save_counter=False)
+            fields = self._record_fields(run, record, now)
+            Run.objects.filter(pk=run.pk).update(**fields, last_event_seq=run.last_event_seq)
+            for name, value in fields.items():
+                setattr(run, name, value)
             apply_thread_projection(run)
 
     def _append_messages(self, checkpoint: Checkpoint, now: dt.datetime) -> None:
@@ -214,67 +222,122 @@ class OrmCheckpointStore:
             ]
         )
 
-    def _apply_record(self, run: Run, record: rt.RunRecord, now: dt.datetime) -> None:
-        run.status = record.status.value
-        run.status_reason = record.status_reason or ""
-        run.termination_reason = (
-            record.termination_reason.to_json() if record.termination_reason else None
-        )
-        run.final_output = record.final_output
-        run.error_payload = record.error_payload
-        run.waiting = record.waiting.to_json() if record.waiting else None
-        run.input = record.input.to_json() if record.input else None
-        run.output = record.output.to_json() if record.output else None
-        run.steps = record.steps
-        run.input_tokens = record.input_tokens
-        run.output_tokens = record.output_tokens
-        run.state = record.state.to_json() if record.state else None
-        run.started_at = run.started_at or _dt(record.started_at) or now
-        run.finished_at = now if record.status is rt.RunStatus.DONE else None
-        run.updated_at = now
-        if self.lease_seconds and record.status is not rt.RunStatus.DONE:
-            run.lease_expires_at = now + dt.timedelta(seconds=self.lease_seconds)
-
-    def _save_tool_call(
-        self,
-        run: Run,
-        state: rt.ToolCallState,
-        step_index: int | None,
-        suspensions: dict[str, str],
-        now: dt.datetime,
-    ) -> None:
-        fields = {
-            "tool_name": state.tool_name,
-            "arguments": state.arguments,
-            "status": state.status.value,
-            "resume_mode": state.resume_mode.value,
-            "suspension_id": state.suspension_id or "",
-            "suspension_reason": state.suspension_reason or "",
-            "resume_input": state.resume_input.to_json() if state.resume_input else None,
+    def _record_fields(self, run: Run, record: rt.RunRecord, now: dt.datetime) -> dict[str, Any]:
+        done = record.status is rt.RunStatus.DONE
+        fields: dict[str, Any] = {
+            "status": record.status.value,
+            "status_reason": record.status_reason or "",
+            "termination_reason": (
+                record.termination_reason.to_json() if record.termination_reason else None
+            ),
+            "final_output": record.final_output,
+            "error_payload": record.error_payload,
+            "waiting": record.waiting.to_json() if record.waiting else None,
+            "input": record.input.to_json() if record.input else None,
+            "output": record.output.to_json() if record.output else None,
+            "steps": record.steps,
+            "input_tokens": record.input_tokens,
+            "output_tokens": record.output_tokens,
+            "state": record.state.to_json() if record.state else None,
+            "started_at": run.started_at or _dt(record.started_at) or now,
+            "finished_at": now if done else None,
             "updated_at": now,
         }
-        row, _ = ToolCall.objects.update_or_create(
-            run=run,
-            call_id=state.call_id,
-            defaults=fields,
-            create_defaults={**fields, "step_index": step_index, "created_at": now},
-        )
-        if state.status is rt.ToolCallStatus.SUSPENDED:
-            Ticket.objects.get_or_create(
+        if self.lease_seconds and not done:
+            fields["lease_expires_at"] = now + dt.timedelta(seconds=self.lease_seconds)
+        return fields
+
+    def _save_tool_calls(self, run: Run, checkpoint: Checkpoint, now: dt.datetime) -> None:
+        """Upsert the changed calls (one select, one bulk insert, one bulk update) and open a
+        ticket for each newly suspended one."""
+        states = checkpoint.tool_calls
+        if not states:
+            return
+        existing = {
+            row.call_id: row
+            for row in ToolCall.objects.filter(run=run, call_id__in=[s.call_id for s in states])
+        }
+        created, changed = [], []
+        for state in states:
+            fields = {
+                "tool_name": state.tool_name,
+                "arguments": state.arguments,
+                "status": state.status.value,
+                "resume_mode": state.resume_mode.value,
+                "suspension_id": state.suspension_id or "",
+                "suspension_reason": state.suspension_reason or "",
+                "resume_input": state.resume_input.to_json() if state.resume_input else None,
+                "updated_at": now,
+            }
+            row = existing.get(state.call_id)
+            if row is None:
+                row = ToolCall(
+                    run=run,
+                    call_id=state.call_id,
+                    step_index=checkpoint.step_index,
+                    created_at=now,
+                    **fields,
+                )
+                existing[state.call_id] = row
+                created.append(row)
+            else:
+                for name, value in fields.items():
+                    setattr(row, name, value)
+                changed.append(row)
+        ToolCall.objects.bulk_create(created)
+        if changed:
+            ToolCall.objects.bulk_update(changed, list(TOOL_CALL_FIELDS))
+        suspended = [s for s in states if s.status is rt.ToolCallStatus.SUSPENDED]
+        if suspended:
+            self._open_tickets(run, suspended, existing, checkpoint, now)
+
+    def _open_tickets(
+        self,
+        run: Run,
+        suspended: list[rt.ToolCallState],
+        rows: dict[str, ToolCall],
+        checkpoint: Checkpoint,
+        now: dt.datetime,
+    ) -> None:
+        already = set(
+            Ticket.objects.filter(
                 run=run,
-                ticket_id=state.ticket_id,
                 status=Ticket.Status.PENDING,
-                defaults={
-                    "tool_call": row,
-                    "tool_name": state.tool_name,
-                    "arguments": state.arguments,
-                    "resume_mode": state.resume_mode.value,
-                    "reason": state.suspension_reason or "",
-                    "message": suspensions.get(state.call_id, ""),
-                    "created_at": now,
-                    **ticket_deadline(run, now),
-                },
-            )
+                ticket_id__in=[s.ticket_id for s in suspended],
+            ).values_list("ticket_id", flat=True)
+        )
+        messages = _suspension_messages(checkpoint.events)
+        deadline = ticket_deadline(run, now)
+        Ticket.objects.bulk_create(
+            [
+                Ticket(
+                    run=run,
+                    tool_call=rows[state.call_id],
+                    ticket_id=state.ticket_id,
+                    tool_name=state.tool_name,
+                    arguments=state.arguments,
+                    resume_mode=state.resume_mode.value,
+                    reason=state.suspension_reason or "",
+                    message=messages.get(state.call_id, ""),
+                    created_at=now,
+                    **deadline,
+                )
+                for state in suspended
+                if state.ticket_id not in already
+            ]
+        )
+
+
+TOOL_CALL_FIELDS = (
+    "tool_name",
+    "arguments",
+    "status",
+    "resume_mode",
+    "suspension_id",
+    "suspension_reason",
+    "resume_input",
+    "updated_at",
+)
 
 
 def ticket_deadline(run: Run, now: dt.datetime) -> dict[str, Any]:

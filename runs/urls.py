@@ -1,6 +1,6 @@
 from django.urls import path
 
-from runs.views import actions, detail, inbox, lists
+from runs.views import actions, detail, inbox, lists, tokens
 
 app_name = "runs"
 
@@ -26,12 +26,6 @@ urlpatterns = [
     path("inbox/list", inbox.inbox_list, name="inbox-list"),
     path("inbox/bulk", inbox.bulk_decide, name="inbox-bulk"),
     path("audit/", lists.audit, name="audit"),
-]
-
-# API tokens page (REST API auth)
-from runs.views import tokens  # noqa: E402
-
-urlpatterns += [
     path("tokens/", tokens.token_list, name="tokens"),
     path("tokens/<int:token_id>/revoke", tokens.token_revoke_view, name="token-revoke"),
 ]

@@ -42,7 +42,11 @@ class AgentDetailView(ApiView):
         operation_id="agents_retrieve",
         summary="An agent",
         tags=["agents"],
-        parameters=[OpenApiParameter("agent_id", OpenApiTypes.STR, OpenApiParameter.PATH, description="Agent slug.")],
+        parameters=[
+            OpenApiParameter(
+                "agent_id", OpenApiTypes.STR, OpenApiParameter.PATH, description="Agent slug."
+            )
+        ],
         responses={200: AgentSerializer, **error_responses(404)},
     )
     def get(self, request: Request, agent_id: str) -> Response:

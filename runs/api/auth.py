@@ -32,7 +32,9 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
         if not header or header[0].lower() != self.keyword.lower().encode():
             return None
         if len(header) != 2:
-            raise exceptions.AuthenticationFailed("Malformed Authorization header: use 'Bearer <token>'.")
+            raise exceptions.AuthenticationFailed(
+                "Malformed Authorization header: use 'Bearer <token>'."
+            )
         try:
             raw = header[1].decode()
         except UnicodeDecodeError as exc:

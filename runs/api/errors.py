@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.conf import settings
 from django.core import signals
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
@@ -52,7 +53,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, ServiceError):
         return Response(error_body(exc.code, exc.message, exc.details), status=exc.status)
     if isinstance(exc, RequestDataTooBig):
-        exc = TooLarge()
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        exc = TooLarge(
+            f"The request body is larger than {limit} bytes (DATA_UPLOAD_MAX_MEMORY_SIZE)."
+        )
     elif isinstance(exc, Http404):
         exc = exceptions.NotFound(str(exc) or "Not found.")
     elif isinstance(exc, DjangoPermissionDenied):
@@ -73,7 +77,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
             )
         else:
             code = exc.get_codes()
-            body = error_body(code if isinstance(code, str) else exc.default_code, _message(exc.detail))
+            body = error_body(
+                code if isinstance(code, str) else exc.default_code, _message(exc.detail)
+            )
         return Response(body, status=exc.status_code, headers=headers)
     # Anything else is a bug: log it, tell Django (the test client re-raises), answer JSON.
     request = context.get("request")

@@ -36,7 +36,9 @@ def check_channel_layer() -> None:
 
     async def send() -> None:
         group = f"readyz.{uuid.uuid4().hex}"
-        await asyncio.wait_for(layer.group_send(group, {"type": "readyz.ping"}), CHECK_TIMEOUT_SECONDS)
+        await asyncio.wait_for(
+            layer.group_send(group, {"type": "readyz.ping"}), CHECK_TIMEOUT_SECONDS
+        )
 
     async_to_sync(send)()
 

@@ -18,7 +18,10 @@ def body_limit() -> int | None:
 
 class LimitedJSONParser(JSONParser):
     def parse(
-        self, stream: Any, media_type: str | None = None, parser_context: dict[str, Any] | None = None
+        self,
+        stream: Any,
+        media_type: str | None = None,
+        parser_context: dict[str, Any] | None = None,
     ) -> Any:
         limit = body_limit()
         if limit is not None:

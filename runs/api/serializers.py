@@ -151,7 +151,7 @@ class DecisionRequestSerializer(serializers.Serializer):
         help_text="POST /runs/{id}/decisions: the ticket (upstream ticket id, tool call id "
         "or global ticket id).",
     )
-    toolCallId = serializers.CharField(  # noqa: N815 - upstream's field name
+    toolCallId = serializers.CharField(
         required=False, max_length=300, help_text="Upstream: the tool call or ticket id."
     )
     tool_call_id = serializers.CharField(required=False, max_length=300)
@@ -340,7 +340,9 @@ class RunRecordSerializer(serializers.Serializer):
     steps = serializers.IntegerField()
     input_tokens = serializers.IntegerField()
     output_tokens = serializers.IntegerField()
-    state = serializers.DictField(allow_null=True, help_text="PersistedState {revision, extensions}.")
+    state = serializers.DictField(
+        allow_null=True, help_text="PersistedState {revision, extensions}."
+    )
     # bookkeeping beyond upstream
     waiting_reason = serializers.ChoiceField(choices=WAITING_REASONS, allow_null=True)
     agent_version = serializers.IntegerField(help_text="Pinned agent version number.")

@@ -26,6 +26,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
+from rest_framework.response import Response
 
 from runs import permissions as perms
 from runs.models import Run, RunEvent
@@ -151,19 +152,28 @@ class EventStream:
 
 
 class EventStreamRenderer(BaseRenderer):
-    """Lets clients send `Accept: text/event-stream`; errors are then JSON bodies too."""
+    """Lets clients send `Accept: text/event-stream` (errors are still answered in JSON)."""
 
     media_type = "text/event-stream"
     format = "sse"
     charset = None
 
-    def render(self, data: Any, accepted_media_type: Any = None, renderer_context: Any = None) -> bytes:
+    def render(
+        self, data: Any, accepted_media_type: Any = None, renderer_context: Any = None
+    ) -> bytes:
         return json.dumps(data, cls=DjangoJSONEncoder).encode()
 
 
 class RunEventStreamView(ApiView):
     required_perms = {"GET": perms.VIEW}
     renderer_classes = [JSONRenderer, EventStreamRenderer]
+
+    def finalize_response(self, request: Any, response: Any, *args: Any, **kwargs: Any) -> Any:
+        response = super().finalize_response(request, response, *args, **kwargs)
+        if isinstance(response, Response):  # an error: JSON whatever the client accepts
+            response.accepted_renderer = JSONRenderer()
+            response.accepted_media_type = "application/json"
+        return response
 
     @extend_schema(
         operation_id="runs_events_stream",

@@ -21,7 +21,12 @@ from runs.models import AuditEntry, Decision, Message, Run, RunEvent, Thread, Ti
 from runs.services.audit import audit_record
 from runs.services.errors import InvalidInput, NotFound
 from runs.services.runs import run_cancel, run_retry, run_start
-from runs.services.tickets import decision_json, decision_submit, normalize_decision_body, ticket_for_target
+from runs.services.tickets import (
+    decision_json,
+    decision_submit,
+    normalize_decision_body,
+    ticket_for_target,
+)
 from runs.store import record_from_row, record_to_json
 
 from . import serializers as s
@@ -41,6 +46,13 @@ def path_uuid(name: str, description: str) -> OpenApiParameter:
 RUN_ID = path_uuid("run_id", "Run id.")
 TICKET_ID = path_uuid("ticket_id", "Global ticket id (the `id` of a ticket).")
 THREAD_ID = path_uuid("thread_id", "Thread id.")
+IDEMPOTENCY_KEY = OpenApiParameter(
+    "Idempotency-Key",
+    OpenApiTypes.STR,
+    OpenApiParameter.HEADER,
+    required=False,
+    description="Same as idempotency_key in the body (the body wins).",
+)
 
 START_EXAMPLE = OpenApiExample(
     "Start a run",
@@ -48,7 +60,9 @@ START_EXAMPLE = OpenApiExample(
     request_only=True,
 )
 DECISION_EXAMPLES = [
-    OpenApiExample("Approve", value={"action": "approve", "ticket_id": "perm_call_1"}, request_only=True),
+    OpenApiExample(
+        "Approve", value={"action": "approve", "ticket_id": "perm_call_1"}, request_only=True
+    ),
     OpenApiExample(
         "Edit",
         value={"action": "edit", "ticket_id": "perm_call_1", "arguments": {"title": "milk"}},
@@ -108,7 +122,9 @@ def run_record_json(run: Run) -> dict[str, Any]:
     run = Run.objects.select_related("agent", "agent_version").get(pk=run.pk)
     record = record_to_json(record_from_row(run))
     if record["waiting"] is not None:
-        tickets = tickets_query().filter(run=run, status=Ticket.Status.PENDING).order_by("created_at")
+        tickets = (
+            tickets_query().filter(run=run, status=Ticket.Status.PENDING).order_by("created_at")
+        )
         record["waiting"]["tickets"] = s.TicketSerializer(tickets, many=True).data
     cancel_at = run.cancel_requested_at
     record.update(
@@ -152,7 +168,10 @@ def _start(
 
 def _decide(request: Request, ticket: Ticket, body: dict[str, Any]) -> Response:
     decision_id = body.get("decision_id") or None
-    repeat = bool(decision_id) and Decision.objects.filter(ticket=ticket, decision_id=decision_id).exists()
+    repeat = (
+        bool(decision_id)
+        and Decision.objects.filter(ticket=ticket, decision_id=decision_id).exists()
+    )
     decision = decision_submit(
         ticket=ticket,
         action=body["action"],
@@ -162,13 +181,22 @@ def _decide(request: Request, ticket: Ticket, body: dict[str, Any]) -> Response:
         decision_id=decision_id,
         actor=actor_for(request),
     )
-    result = {**decision_json(decision), "run_id": str(ticket.run_id), "ticket_id": ticket.ticket_id}
+    result = {
+        **decision_json(decision),
+        "run_id": str(ticket.run_id),
+        "ticket_id": ticket.ticket_id,
+    }
     return Response(result, status=200 if repeat else 201)
 
 
 DECISION_RESPONSES = {
-    201: OpenApiResponse(s.DecisionResultSerializer, description="Decided; the run resumes when it was its last open ticket."),
-    200: OpenApiResponse(s.DecisionResultSerializer, description="The same decision_id again: the first result."),
+    201: OpenApiResponse(
+        s.DecisionResultSerializer,
+        description="Decided; the run resumes when it was its last open ticket.",
+    ),
+    200: OpenApiResponse(
+        s.DecisionResultSerializer, description="The same decision_id again: the first result."
+    ),
     **error_responses(404, 409, body=True),
 }
 
@@ -210,6 +238,7 @@ class RunListView(ApiView):
         "with the same `idempotency_key` (or `Idempotency-Key` header) returns the first run "
         "with HTTP 200.",
         tags=["runs"],
+        parameters=[IDEMPOTENCY_KEY],
         request=s.RunCreateSerializer,
         examples=[START_EXAMPLE],
         responses={
@@ -481,7 +510,9 @@ class ThreadMessagesView(ApiView):
         thread = get_thread(thread_id)
         query = validated(s.ThreadMessagesQuerySerializer, request.query_params)
         after, limit = query["after_seq"], query["limit"]
-        messages = Message.objects.filter(thread=thread, seq__gt=after).exclude(visibility="internal")
+        messages = Message.objects.filter(thread=thread, seq__gt=after).exclude(
+            visibility="internal"
+        )
         if query.get("run_id"):
             run = Run.objects.filter(pk=query["run_id"], thread=thread).first()
             if run is None:
@@ -508,7 +539,7 @@ class ThreadMessagesView(ApiView):
         "`agent_id`, by default the agent of the thread's latest run. 409 while a run of the "
         "thread is executing.",
         tags=["threads"],
-        parameters=[THREAD_ID],
+        parameters=[THREAD_ID, IDEMPOTENCY_KEY],
         request=s.ThreadMessageCreateSerializer,
         responses={
             201: OpenApiResponse(s.RunRecordSerializer, description="A run started."),
@@ -523,7 +554,10 @@ class ThreadMessagesView(ApiView):
             agent = get_agent(data["agent_id"])
         else:
             latest = (
-                Run.objects.filter(thread=thread).select_related("agent").order_by("-created_at").first()
+                Run.objects.filter(thread=thread)
+                .select_related("agent")
+                .order_by("-created_at")
+                .first()
             )
             if latest is None:
                 raise InvalidInput(
@@ -557,7 +591,9 @@ class AuditListView(ApiView):
         if query.get("action"):
             entries = entries.filter(action__startswith=query["action"])
         if query.get("actor"):
-            entries = entries.filter(Q(actor_label=query["actor"]) | Q(actor__username=query["actor"]))
+            entries = entries.filter(
+                Q(actor_label=query["actor"]) | Q(actor__username=query["actor"])
+            )
         if query.get("run"):
             entries = entries.filter(run_id=query["run"])
         page = keyset_page(entries, cursor, query["limit"])

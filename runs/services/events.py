@@ -7,10 +7,10 @@ is gap-free: the counter and the rows commit together or not at all.
 from __future__ import annotations
 
 import datetime as dt
-from functools import partial
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Case, F, When
 from django.utils import timezone
 
 from runs.models import Run, RunEvent, Thread
@@ -32,11 +32,16 @@ def run_summary(run: Run) -> dict[str, Any]:
 
 
 def events_append(
-    run: Run, events: list[dict[str, Any]], *, now: dt.datetime | None = None
+    run: Run,
+    events: list[dict[str, Any]],
+    *,
+    now: dt.datetime | None = None,
+    save_counter: bool = True,
 ) -> list[RunEvent]:
     """Append events after the run's last seq and broadcast them once committed.
 
-    The run row must be locked by the caller; it is saved here with the new counter.
+    The run row must be locked by the caller. The new counter is saved here unless the
+    caller writes `last_event_seq` in its own update of the row (`save_counter=False`).
     """
     now = now or timezone.now()
     start = run.last_event_seq
@@ -53,23 +58,25 @@ def events_append(
     if rows:
         RunEvent.objects.bulk_create(rows)
         run.last_event_seq = start + len(rows)
-        Run.objects.filter(pk=run.pk).update(last_event_seq=run.last_event_seq)
+        if save_counter:
+            Run.objects.filter(pk=run.pk).update(last_event_seq=run.last_event_seq)
     frames = [row.as_frame() for row in rows]
-    transaction.on_commit(partial(broadcast_events, run.pk, frames, run_summary(run)))
+    transaction.on_commit(lambda: broadcast_events(run.pk, frames, run_summary(run)))
     return rows
 
 
 def apply_thread_projection(run: Run) -> None:
     """REFERENCE §2.6: latest/active/open run pointers follow the run's status."""
-    thread_id = run.thread_id
-    updates: dict[str, Any] = {"latest_run": run, "updated_at": timezone.now()}
+    updates: dict[str, Any] = {"latest_run": run.pk, "updated_at": timezone.now()}
     if run.status == RunStatus.CREATED:
-        updates.update(active_run=None, open_run=run)
+        updates.update(active_run=None, open_run=run.pk)
     elif run.status == RunStatus.RUNNING:
-        updates.update(active_run=run, open_run=run)
+        updates.update(active_run=run.pk, open_run=run.pk)
     elif run.status == RunStatus.WAITING:
-        updates.update(active_run=None, open_run=run)
-    Thread.objects.filter(pk=thread_id).update(**updates)
-    if run.status == RunStatus.DONE:
-        Thread.objects.filter(pk=thread_id, active_run=run).update(active_run=None)
-        Thread.objects.filter(pk=thread_id, open_run=run).update(open_run=None)
+        updates.update(active_run=None, open_run=run.pk)
+    else:  # done: clear the pointers only where they still point at this run
+        updates.update(
+            active_run=Case(When(active_run=run.pk, then=None), default=F("active_run")),
+            open_run=Case(When(open_run=run.pk, then=None), default=F("open_run")),
+        )
+    Thread.objects.filter(pk=run.thread_id).update(**updates)

@@ -16,11 +16,23 @@ from runs.models import ApiToken
 from runs.services.audit import Actor
 from runs.services.errors import InvalidInput, ServiceError
 
-EXPIRY_CHOICES = [("", "never"), ("7", "7 days"), ("30", "30 days"), ("90", "90 days"), ("365", "1 year")]
+EXPIRY_CHOICES = [
+    ("", "never"),
+    ("7", "7 days"),
+    ("30", "30 days"),
+    ("90", "90 days"),
+    ("365", "1 year"),
+]
+
+
+def _user(request: HttpRequest) -> Any:
+    return request.user  # LoginRequiredMiddleware: always a signed-in user here
 
 
 def _actor(request: HttpRequest) -> Actor:
-    return Actor(user=request.user, source="ui", request_id=request.headers.get("X-Request-ID", "")[:64])
+    return Actor(
+        user=request.user, source="ui", request_id=request.headers.get("X-Request-ID", "")[:64]
+    )
 
 
 def _expiry(raw: str) -> dt.datetime | None:
@@ -42,7 +54,7 @@ def token_list(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         try:
             token, raw = token_create(
-                user=request.user,
+                user=_user(request),
                 name=request.POST.get("name", ""),
                 expires_at=_expiry(request.POST.get("expires_days", "").strip()),
                 actor=_actor(request),
@@ -52,7 +64,9 @@ def token_list(request: HttpRequest) -> HttpResponse:
             context["error"] = exc.message
             context["name"] = request.POST.get("name", "")
             status = exc.status
-    context["tokens"] = list(ApiToken.objects.filter(user=request.user).order_by("-created_at", "-id"))
+    context["tokens"] = list(
+        ApiToken.objects.filter(user=_user(request)).order_by("-created_at", "-id")
+    )
     context["now"] = timezone.now()
     response = render(request, "runs/tokens.html", context, status=status)
     if context["created"]:
@@ -62,7 +76,7 @@ def token_list(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 def token_revoke_view(request: HttpRequest, token_id: int) -> HttpResponse:
-    token = get_object_or_404(ApiToken, pk=token_id, user=request.user)
+    token = get_object_or_404(ApiToken, pk=token_id, user=_user(request))
     try:
         token_revoke(token=token, actor=_actor(request))
         messages.success(request, f"Revoked {token.name} ({token.prefix}).")

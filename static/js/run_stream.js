@@ -44,10 +44,13 @@
     return function () { clearTimeout(timer); timer = setTimeout(fn, ms); };
   }
 
+  // Each panel is its own request source: htmx.ajax without one uses <body>, and htmx
+  // keeps only the last request queued behind an in-flight one per source, so refreshing
+  // several panels at once would silently drop all but the first and the last.
   function refreshInto(id, url) {
     const target = document.getElementById(id);
     if (target && url && window.htmx) {
-      window.htmx.ajax("GET", url, { target: "#" + id, swap: "innerHTML" });
+      window.htmx.ajax("GET", url, { source: target, target: target, swap: "innerHTML" });
     }
   }
 
@@ -60,6 +63,11 @@
     const live = document.getElementById("live-text");
     const conn = document.getElementById("conn");
     let lastSeq = parseInt(page.dataset.afterSeq || "0", 10);
+    // the page reads the run, then its events: rows committed in between are rendered
+    // too, so resume after the last row the page has, not only after data-after-seq
+    timeline.querySelectorAll(".ev[data-seq]").forEach(function (row) {
+      lastSeq = Math.max(lastSeq, parseInt(row.dataset.seq, 10) || 0);
+    });
     let ticketsDue = false;
     const refreshPanels = debounce(function () {
       refreshInto("run-header", page.dataset.headerUrl);
@@ -97,7 +105,7 @@
     const refreshAll = debounce(function () {
       root.querySelectorAll("[data-refresh-url]").forEach(function (panel) {
         const checked = Array.from(panel.querySelectorAll("input[type=checkbox]:checked")).map(function (box) { return box.value; });
-        window.htmx.ajax("GET", panel.dataset.refreshUrl, { target: "#" + panel.id, swap: "innerHTML" }).then(function () {
+        window.htmx.ajax("GET", panel.dataset.refreshUrl, { source: panel, target: panel, swap: "innerHTML" }).then(function () {
           checked.forEach(function (value) {
             const box = panel.querySelector("input[type=checkbox][value='" + CSS.escape(value) + "']");
             if (box) { box.checked = true; }
@@ -107,13 +115,26 @@
       });
     }, 400);
 
+    // Row refreshes are plain fetches applied to the row found when the answer arrives
+    // (an htmx outerHTML swap queued behind another would land on the replaced row);
+    // only the newest request per run is applied.
+    const rowRequests = {};
+    function refreshRow(id, url) {
+      const n = (rowRequests[id] || 0) + 1;
+      rowRequests[id] = n;
+      fetch(url, { headers: { "HX-Request": "true" } }).then(function (r) { return r.ok ? r.text() : ""; }).then(function (html) {
+        const current = document.getElementById("run-row-" + id);
+        if (html && current && rowRequests[id] === n) { current.outerHTML = html; }
+      });
+    }
+
     function onRun(summary) {
       const rows = root.querySelector("[data-run-rows]");
       if (rows) {
         const url = rows.dataset.rowUrl.replace("00000000-0000-0000-0000-000000000000", summary.id);
         const existing = document.getElementById("run-row-" + summary.id);
         if (existing) {
-          window.htmx.ajax("GET", url, { target: "#run-row-" + summary.id, swap: "outerHTML" });
+          refreshRow(summary.id, url);
         } else if (rows.dataset.prepend === "true") {
           fetch(url, { headers: { "HX-Request": "true" } }).then(function (r) { return r.ok ? r.text() : ""; }).then(function (html) {
             if (html && !document.getElementById("run-row-" + summary.id)) { rows.insertAdjacentHTML("afterbegin", html); }

@@ -27,7 +27,7 @@ def _fresh_throttle():
 
 
 def user_in(role: str, name: str | None = None) -> User:
-    user = User.objects.create_user(name or role, password="pw")
+    user = User.objects.create_user(name or role)
     user.groups.add(Group.objects.get(name=role))
     return user
 
@@ -90,7 +90,10 @@ def done_run(text: str = "hi there") -> Run:
 
 
 def assert_error(response: Any, status: int, code: str) -> dict[str, Any]:
-    assert response.status_code == status, (response.status_code, getattr(response, "content", b"")[:500])
+    assert response.status_code == status, (
+        response.status_code,
+        getattr(response, "content", b"")[:500],
+    )
     body = response.json()
     assert set(body) == {"error"}, body
     assert set(body["error"]) == {"code", "message", "details"}, body

@@ -16,6 +16,7 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -117,7 +118,9 @@ def new_page(browser: Any, live_server_url: str) -> Iterator[Callable[..., Any]]
     contexts: list[Any] = []
 
     def open_page() -> Any:
-        context = browser.new_context(base_url=live_server_url, viewport={"width": 1280, "height": 900})
+        context = browser.new_context(
+            base_url=live_server_url, viewport={"width": 1280, "height": 900}
+        )
         context.set_default_timeout(TIMEOUT_MS)
         context.set_default_navigation_timeout(TIMEOUT_MS)
         contexts.append(context)
@@ -176,7 +179,7 @@ def live_server_url(transactional_db: None, tmp_path: Path) -> Iterator[str]:
             )
             pending = []
             for kind, name in (("worker", "worker"), ("daphne", "daphne")):
-                args, ready = service_command(kind, name=name, port=port)
+                args, ready = service_command(kind, name=name, port=port, concurrency=2)
                 procs.append(Proc(name, args, env, logs))
                 pending.append((procs[-1], ready))
             for proc, ready in pending:  # started together, awaited in turn
@@ -195,8 +198,8 @@ def live_server_url(transactional_db: None, tmp_path: Path) -> Iterator[str]:
         yield url
     finally:
         started = time.monotonic()
-        for proc in reversed(procs):
-            proc.stop()
+        with ThreadPoolExecutor(max_workers=max(len(procs), 1)) as pool:
+            list(pool.map(lambda proc: proc.stop(), procs))  # warm shutdowns, side by side
         for proc in procs:
             print(f"----- {proc.name} log (stopped in {time.monotonic() - started:.1f}s) -----")
             print(proc.log()[-6000:])

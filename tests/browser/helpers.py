@@ -71,9 +71,12 @@ def wait_status(run_id: str, status: str, timeout: float = 20) -> Run:
 
 
 def timeline_seqs(page: Any) -> list[int]:
-    return [int(s) for s in page.locator("#run-timeline .ev").evaluate_all(
-        "rows => rows.map(r => r.dataset.seq)"
-    )]
+    return [
+        int(s)
+        for s in page.locator("#run-timeline .ev").evaluate_all(
+            "rows => rows.map(r => r.dataset.seq)"
+        )
+    ]
 
 
 def mark_page(page: Any) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,7 +21,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from tests.processes import Proc, wait_for
+from tests.processes import ROOT, Proc, wait_for
 
 LEASE_SECONDS = "2"
 SWEEP_SECONDS = "0.5"
@@ -42,6 +43,36 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(pytest.mark.integration)
         if reason is not None:
             item.add_marker(pytest.mark.skip(reason=reason))
+
+
+class SupervisedProc(Proc):
+    """Started again when it exits on its own, as a process supervisor (systemd
+    `Restart=always`, Kubernetes) does in production. Celery 5.7's worker can exit with
+    "Unrecoverable error" when Redis goes away under load (a kombu bug seen here)."""
+
+    def __init__(self, name: str, args: list[str], env: dict[str, str], log_dir: Path) -> None:
+        super().__init__(name, args, env, log_dir)
+        self.args, self.env = args, env
+        self.restarts = 0
+        self._stopping = threading.Event()
+        threading.Thread(target=self._watch, daemon=True).start()
+
+    def _watch(self) -> None:
+        while not self._stopping.wait(0.5):
+            if self.popen.poll() is not None:
+                self.restarts += 1
+                self.popen = subprocess.Popen(
+                    self.args,
+                    cwd=ROOT,
+                    env=self.env,
+                    stdout=self._log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+
+    def stop(self) -> None:
+        self._stopping.set()
+        super().stop()
 
 
 @pytest.fixture
@@ -124,7 +155,11 @@ def processes(service_env: dict[str, str], tmp_path: Path) -> Iterator[Callable[
             ready = "Listening on TCP address"
         else:
             raise ValueError(kind)
-        proc = Proc(name, args, service_env, tmp_path)
+        proc: Proc = (
+            SupervisedProc(name, args, service_env, tmp_path)
+            if options.get("supervised")
+            else Proc(name, args, service_env, tmp_path)
+        )
         started.append(proc)
         try:
             wait_for(

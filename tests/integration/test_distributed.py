@@ -89,7 +89,7 @@ def test_a_worker_killed_in_a_slow_tool_is_replaced_without_duplicates(processes
 
 
 def test_runs_waiting_and_running_finish_after_redis_restarts(processes):
-    worker = processes("worker")
+    worker = processes("worker", supervised=True)
     beat = processes("beat")
     approval = scripted_agent(
         [

@@ -24,7 +24,9 @@ class Command(BaseCommand):
             "--expires-days", type=int, default=None, help="Expire after this many days."
         )
 
-    def handle(self, *args: Any, username: str, name: str, expires_days: int | None, **options: Any) -> None:
+    def handle(
+        self, *args: Any, username: str, name: str, expires_days: int | None, **options: Any
+    ) -> None:
         user = get_user_model().objects.filter(username=username).first()
         if user is None:
             raise CommandError(f"no user named {username!r}")

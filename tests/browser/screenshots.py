@@ -1,0 +1,281 @@
+"""`make screenshots`: full-page PNGs of the operator UI for the README, in static/docs/.
+
+Starts `manage.py serve` (the embedded default) on a fresh temporary var dir, migrates,
+seeds the demo agents, adds an operator and one agent whose model fails, creates demo
+data through the web app as that operator (a waiting approval, an ask_human question, a
+finished run, a delegated run, a failed run, an edited and a rejected decision), then
+logs in with Chromium and captures the pages. The server is stopped at the end.
+
+    .venv/bin/python -m tests.browser.screenshots [--out static/docs]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+OPERATOR = ("dana", "screenshots-pw-1")
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+PAGES = [  # file name, path (or a key of the demo's ids), what must be shown first
+    ("dashboard", "/", "h1 .conn"),
+    ("runs", "/runs/", "h1 .conn"),
+    ("run-detail", "run:waiting", "#conn"),
+    ("threads", "/threads/", None),
+    ("thread-detail", "thread:waiting", None),
+    ("inbox", "/inbox/", "h1 .conn"),
+    ("audit", "/audit/", None),
+]
+
+
+def _environment(var: Path) -> dict[str, str]:
+    """The embedded default whatever this shell points at: SQLite in `var`."""
+    drop = {"DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "DJANGO_ALLOW_ASYNC_UNSAFE"}
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env.update(
+        {
+            "AWAKEN_VAR_DIR": str(var),
+            "AWAKEN_EMBEDDED_WORKER": "true",
+            "AWAKEN_SWEEP_SECONDS": "0.5",
+            "DEBUG": "true",
+            "DJANGO_SETTINGS_MODULE": "awaken_site.settings",
+            "PYTHONUNBUFFERED": "1",
+            "LOG_LEVEL": "WARNING",
+        }
+    )
+    return env
+
+
+def _prepare_database() -> None:
+    """Migrate, seed the demo, add the operator and a failing agent (in this process)."""
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    from django.contrib.auth.models import Group, User
+
+    from agents.models import Agent, Model, ModelProvider
+    from agents.services import agent_version_current
+
+    call_command("migrate", verbosity=0, interactive=False)
+    with contextlib.redirect_stdout(io.StringIO()):
+        call_command("seed_demo")  # prints the admin password: not wanted in the output
+    user = User.objects.create_user(OPERATOR[0], password=OPERATOR[1], first_name="Dana")
+    user.groups.add(Group.objects.get(name="operator"))
+    model, _ = Model.objects.update_or_create(
+        slug="flaky-demo",
+        defaults={
+            "provider": ModelProvider.objects.get(slug="scripted"),
+            "upstream_model": "",
+            "script": [{"error": "upstream returned 503 Service Unavailable"}],
+        },
+    )
+    agent, _ = Agent.objects.update_or_create(
+        slug="reporter",
+        defaults={
+            "name": "Incident reporter (its model is down)",
+            "description": "Summarizes incidents; its upstream model fails.",
+            "system_prompt": "Summarize incidents.",
+            "tools": [],
+            "permission": {"default_behavior": "allow", "rules": []},
+            "model": model,
+        },
+    )
+    agent.full_clean()
+    agent_version_current(agent=agent)
+
+
+@contextlib.contextmanager
+def _server(env: dict[str, str], logs: Path) -> Iterator[str]:
+    from tests.processes import Proc, free_port, http_ok, service_command, wait_for, wait_ready
+
+    port = free_port()
+    args, ready = service_command("serve", port=port)
+    env = {**env, "LOG_LEVEL": "INFO"}  # daphne says it listens at INFO
+    proc = Proc("serve", args, env, logs)
+    try:
+        wait_ready(proc, ready)
+        url = f"http://127.0.0.1:{port}"
+        wait_for(lambda: http_ok(f"{url}/healthz"), 20, "the server to answer /healthz")
+        yield url
+    except BaseException:
+        print(proc.log()[-4000:], file=sys.stderr)
+        raise
+    finally:
+        proc.stop()
+
+
+def _wait(predicate: Callable[[], Any], what: str, timeout: float = 30) -> None:
+    from tests.processes import wait_for
+
+    wait_for(predicate, timeout, what, interval=0.1)
+
+
+class Demo:
+    """Runs created through the web app, as the operator."""
+
+    def __init__(self, page: Any) -> None:
+        self.page = page
+        self.ids: dict[str, str] = {}
+
+    def _post(self, path: str, form: dict[str, str]) -> Any:
+        token = next(c["value"] for c in self.page.context.cookies() if c["name"] == "csrftoken")
+        response = self.page.request.post(path, form=form, headers={"X-CSRFToken": token})
+        assert response.ok, (path, response.status)
+        return response
+
+    def start(self, key: str, agent: str, message: str) -> str:
+        response = self._post("/threads/new", {"agent": agent, "message": message})
+        run_id = response.url.rstrip("/").rsplit("/", 1)[-1]
+        self.ids[key] = run_id
+        return run_id
+
+    def ticket(self, key: str) -> Any:
+        from runs.models import Ticket
+
+        run_id = self.ids[key]
+        _wait(
+            lambda: Ticket.objects.filter(run_id=run_id, status="pending").exists(),
+            f"a ticket on {key}",
+        )
+        return Ticket.objects.get(run_id=run_id, status="pending")
+
+    def decide(self, key: str, form: dict[str, str]) -> None:
+        self._post(f"/tickets/{self.ticket(key).pk}/decide", form)
+
+    def settle(self, expected: dict[str, str]) -> None:
+        from runs.models import Run
+
+        def settled() -> bool:
+            rows = Run.objects.filter(pk__in=self.ids.values()).values_list("pk", "status")
+            status = {str(pk): value for pk, value in rows}
+            return all(status.get(self.ids[key]) == value for key, value in expected.items())
+
+        _wait(settled, f"the demo runs to reach {expected}", timeout=60)
+
+
+def _create_demo_data(demo: Demo) -> None:
+    demo.start("finished", "approver", "please write a note about the lunch menu")
+    demo.start("math", "assistant", "compute (17 + 25) * 3")
+    demo.start("delegated", "manager", "delegate: what time is it in UTC?")
+    demo.start("edited", "approver", "please write a note about the standup")
+    demo.start("rejected", "approver", "email ceo@example.com about the outage")
+    demo.start("failed", "reporter", "summarize yesterday's incidents")
+    demo.decide("finished", {"action": "approve", "comment": "looks right"})
+    demo.decide(
+        "edited",
+        {
+            "action": "edit",
+            "arg_title": "Standup: deploy freeze until Friday",
+            "arg_body": "please write a note about the standup",
+            "comment": "clearer title",
+        },
+    )
+    demo.decide("rejected", {"action": "reject", "comment": "not to the CEO"})
+    demo.start("question", "helpdesk", "ask a human which color the launch banner should be")
+    demo.start("email", "approver", "email ops@example.com about the deploy at 17:00")
+    demo.start("waiting", "approver", "please write a note about the Friday retro")
+    for key in ("question", "email", "waiting"):
+        demo.ticket(key)
+    demo.settle(
+        {
+            "finished": "done",
+            "math": "done",
+            "delegated": "done",
+            "edited": "done",
+            "rejected": "done",
+            "failed": "done",
+            "question": "waiting",
+            "email": "waiting",
+            "waiting": "waiting",
+        }
+    )
+
+
+def _capture(page: Any, demo: Demo, out: Path) -> list[Path]:
+    from runs.models import Run
+
+    written = []
+    for name, where, live in PAGES:
+        if where.startswith("run:"):
+            path = f"/runs/{demo.ids[where[4:]]}/"
+        elif where.startswith("thread:"):
+            path = f"/threads/{Run.objects.get(pk=demo.ids[where[7:]]).thread_id}/"
+        else:
+            path = where
+        page.goto(path)
+        if live:
+            page.locator(live).filter(has_text="live").wait_for()
+        page.wait_for_load_state("networkidle")
+        time.sleep(0.3)  # the debounced live refreshes settle
+        target = out / f"{name}.png"
+        page.screenshot(path=str(target), full_page=True)
+        written.append(target)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "static" / "docs")
+    options = parser.parse_args(argv)
+    out = options.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    if not Path(CHROMIUM).exists():
+        print(f"needs Chromium at {CHROMIUM}", file=sys.stderr)
+        return 2
+    sys.path.insert(0, str(ROOT))
+    os.chdir(ROOT)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="awaken-screenshots-") as tmp:
+        var = Path(tmp) / "var"
+        var.mkdir()
+        env = _environment(var)
+        for key in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL"):
+            os.environ.pop(key, None)
+        os.environ.update({k: env[k] for k in ("AWAKEN_VAR_DIR", "DEBUG", "LOG_LEVEL")})
+        os.environ["DJANGO_SETTINGS_MODULE"] = "awaken_site.settings"
+        _prepare_database()
+        # this process polls the ORM while the sync Playwright's loop runs
+        os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+        from playwright.sync_api import sync_playwright
+
+        with _server(env, Path(tmp)) as url, sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            context = browser.new_context(
+                base_url=url, viewport={"width": 1280, "height": 800}, device_scale_factor=1
+            )
+            context.set_default_timeout(15_000)
+            page = context.new_page()
+            page.goto("/login/")
+            page.get_by_label("Username").fill(OPERATOR[0])
+            page.get_by_label("Password").fill(OPERATOR[1])
+            page.get_by_role("button", name="Log in").click()
+            page.locator(".whoami").wait_for()
+            demo = Demo(page)
+            _create_demo_data(demo)
+            written = _capture(page, demo, out)
+            browser.close()
+    for path in written:
+        print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+    print(f"screenshots done in {time.monotonic() - started:.1f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
