@@ -25,8 +25,8 @@ def drop_roles(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runs", "0002_audit_and_permissions"),
-        ("agents", "0003_ticket_deadlines"),
+        ("runs", "0001_initial"),
+        ("agents", "0002_initial"),
         ("auth", "0012_alter_user_first_name_max_length"),
         ("contenttypes", "0002_remove_content_type_name"),
     ]
