@@ -15,13 +15,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 import pytest
 from django.conf import settings
 from django.db import connection
 
-from tests.processes import ROOT, Proc, wait_for
+from tests.processes import ROOT, Proc, database_url, service_command, wait_for, wait_ready
 
 LEASE_SECONDS = "2"
 SWEEP_SECONDS = "0.5"
@@ -78,14 +79,9 @@ class SupervisedProc(Proc):
 @pytest.fixture
 def service_env(transactional_db: None) -> dict[str, str]:
     """Environment for child processes: the test database, short leases, fast sweep."""
-    db = connection.settings_dict
-    user = db.get("USER") or ""
-    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
-    host = db.get("HOST") or "127.0.0.1"
-    port = db.get("PORT") or 5432
-    env = {
+    return {
         **os.environ,
-        "DATABASE_URL": f"postgres://{user}{password}@{host}:{port}/{db['NAME']}",
+        "DATABASE_URL": database_url(connection.settings_dict),
         "REDIS_URL": settings.REDIS_URL,
         "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
         "AWAKEN_LEASE_SECONDS": LEASE_SECONDS,
@@ -96,7 +92,6 @@ def service_env(transactional_db: None) -> dict[str, str]:
         "LOG_LEVEL": "INFO",
         "CELERY_LOG_LEVEL": "INFO",
     }
-    return env
 
 
 @pytest.fixture
@@ -104,29 +99,9 @@ def processes(service_env: dict[str, str], tmp_path: Path) -> Iterator[Callable[
     """Start named worker/beat/daphne processes; all are stopped at the end of the test."""
     started: list[Proc] = []
 
-    def start(kind: str, name: str | None = None, **options: object) -> Proc:
+    def start(kind: str, name: str | None = None, **options: Any) -> Proc:
         name = name or f"{kind}{len(started) + 1}"
-        if kind == "worker":
-            args = [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "awaken_site",
-                "worker",
-                "--pool",
-                "prefork",
-                "--concurrency",
-                str(options.get("concurrency", 4)),
-                "--loglevel",
-                "INFO",
-                "--hostname",
-                f"{name}@%h",
-                "--without-gossip",
-                "--without-mingle",
-            ]
-            ready = "ready."
-        elif kind == "beat":
+        if kind == "beat":
             args = [
                 sys.executable,
                 "-m",
@@ -140,36 +115,12 @@ def processes(service_env: dict[str, str], tmp_path: Path) -> Iterator[Callable[
                 str(tmp_path / "beat-schedule"),
             ]
             ready = "beat: Starting"
-        elif kind == "daphne":
-            port = int(options["port"])  # type: ignore[call-overload]
-            args = [
-                sys.executable,
-                "-m",
-                "daphne",
-                "-b",
-                "127.0.0.1",
-                "-p",
-                str(port),
-                "awaken_site.asgi:application",
-            ]
-            ready = "Listening on TCP address"
         else:
-            raise ValueError(kind)
-        proc: Proc = (
-            SupervisedProc(name, args, service_env, tmp_path)
-            if options.get("supervised")
-            else Proc(name, args, service_env, tmp_path)
-        )
+            args, ready = service_command(kind, name=name, port=int(options.get("port", 0)))
+        kind_of_proc = SupervisedProc if options.get("supervised") else Proc
+        proc = kind_of_proc(name, args, service_env, tmp_path)
         started.append(proc)
-        try:
-            wait_for(
-                lambda: ready in proc.log() or proc.popen.poll() is not None, 40, f"{name} to start"
-            )
-        except AssertionError:
-            raise AssertionError(f"{name} did not start:\n{proc.log()[-3000:]}") from None
-        if proc.popen.poll() is not None:
-            raise AssertionError(f"{name} exited:\n{proc.log()[-3000:]}")
-        return proc
+        return wait_ready(proc, ready)
 
     yield start
     for proc in reversed(started):
