@@ -1,18 +1,68 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin
+from django.db import transaction
+from django.forms.models import model_to_dict
 
 from agents.models import Agent, AgentVersion, Model, ModelProvider, Note
+from runs.services.audit import Actor, audit_record
+
+
+def _snapshot(obj: Any) -> dict[str, Any]:
+    data = model_to_dict(obj)
+    return {
+        key: (list(value) if isinstance(value, (set, tuple)) else value)
+        for key, value in data.items()
+    }
+
+
+class AuditedAdmin(admin.ModelAdmin):
+    """Every configuration change made in the admin lands in the audit log, in the same
+    transaction as the change."""
+
+    def _actor(self, request: Any) -> Actor:
+        return Actor(
+            user=request.user, source="admin", request_id=request.headers.get("X-Request-ID", "")
+        )
+
+    def _kind(self) -> str:
+        return self.model._meta.model_name or "object"
+
+    def save_model(self, request: Any, obj: Any, form: Any, change: bool) -> None:
+        before = _snapshot(self.model.objects.get(pk=obj.pk)) if change and obj.pk else None
+        with transaction.atomic():
+            super().save_model(request, obj, form, change)
+            audit_record(
+                actor=self._actor(request),
+                action=f"{self._kind()}.{'update' if change else 'create'}",
+                target_type=self._kind(),
+                target_id=obj.pk,
+                before=before,
+                after=_snapshot(obj),
+            )
+
+    def delete_model(self, request: Any, obj: Any) -> None:
+        with transaction.atomic():
+            audit_record(
+                actor=self._actor(request),
+                action=f"{self._kind()}.delete",
+                target_type=self._kind(),
+                target_id=obj.pk,
+                before=_snapshot(obj),
+            )
+            super().delete_model(request, obj)
 
 
 @admin.register(ModelProvider)
-class ModelProviderAdmin(admin.ModelAdmin):
+class ModelProviderAdmin(AuditedAdmin):
     list_display = ("slug", "name", "kind", "base_url")
     search_fields = ("slug", "name")
 
 
 @admin.register(Model)
-class ModelAdmin(admin.ModelAdmin):
+class ModelAdmin(AuditedAdmin):
     list_display = ("slug", "provider", "upstream_model")
     list_select_related = ("provider",)
     search_fields = ("slug", "upstream_model")
@@ -29,7 +79,7 @@ class AgentVersionInline(admin.TabularInline):
 
 
 @admin.register(Agent)
-class AgentAdmin(admin.ModelAdmin):
+class AgentAdmin(AuditedAdmin):
     list_display = ("slug", "name", "model", "max_rounds", "updated_at")
     list_select_related = ("model",)
     search_fields = ("slug", "name")
