@@ -58,7 +58,9 @@ def role_group(name: str) -> Any:
     group, created = Group.objects.get_or_create(name=name)
     if created or not group.permissions.exists():
         for app_label, codename in ROLES[name]:
-            group.permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
+            group.permissions.add(
+                Permission.objects.get(content_type__app_label=app_label, codename=codename)
+            )
     return group
 
 

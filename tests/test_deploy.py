@@ -22,7 +22,11 @@ def test_check_deploy_is_clean_with_production_settings(tmp_path):
     env.pop("DATABASE_URL", None)
     result = subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -31,7 +35,12 @@ def test_production_settings_refuse_to_start_without_a_secret_key(tmp_path):
     env = {**os.environ, "DEBUG": "false", "AWAKEN_VAR_DIR": str(tmp_path)}
     env.pop("SECRET_KEY", None)
     result = subprocess.run(
-        [sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "manage.py", "check"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode != 0 and "SECRET_KEY must be set" in result.stderr
 
@@ -39,6 +48,11 @@ def test_production_settings_refuse_to_start_without_a_secret_key(tmp_path):
 def test_a_bad_setting_value_fails_loudly(tmp_path):
     env = {**os.environ, "AWAKEN_LEASE_SECONDS": "soon", "AWAKEN_VAR_DIR": str(tmp_path)}
     result = subprocess.run(
-        [sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "manage.py", "check"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode != 0 and "AWAKEN_LEASE_SECONDS must be a number" in result.stderr

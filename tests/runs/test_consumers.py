@@ -163,7 +163,9 @@ def test_an_action_sent_over_the_socket_by_a_viewer_closes_it_with_4403():
     user = viewer()
 
     async def scenario():
-        communicator, _ = await _subscribed(f"/ws/runs/{run.pk}/?after_seq={run.last_event_seq}", user)
+        communicator, _ = await _subscribed(
+            f"/ws/runs/{run.pk}/?after_seq={run.last_event_seq}", user
+        )
         await communicator.send_json_to({"action": "approve", "ticket": "x"})
         message = await communicator.receive_output(timeout=2)
         assert message == {"type": "websocket.close", "code": 4403}
@@ -176,7 +178,9 @@ def test_an_operator_is_told_the_socket_is_read_only():
     user = user_with_role("operator", "op")
 
     async def scenario():
-        communicator, _ = await _subscribed(f"/ws/runs/{run.pk}/?after_seq={run.last_event_seq}", user)
+        communicator, _ = await _subscribed(
+            f"/ws/runs/{run.pk}/?after_seq={run.last_event_seq}", user
+        )
         await communicator.send_json_to({"action": "approve"})
         message = await communicator.receive_json_from(timeout=2)
         assert message["type"] == "error" and "read-only" in message["message"]
