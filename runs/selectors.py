@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from agents.models import Agent
 from runs.models import AuditEntry, Message, Run, RunEvent, Thread, Ticket
-from runs.runtime.types import waiting_reason_from_status_reason
+from runs.runtime.types import WaitingReason, waiting_reason_from_status_reason
 
 PAGE_SIZE = 50
 
@@ -41,7 +41,7 @@ class Page:
     next_cursor: str | None
 
 
-def _keyset(queryset: QuerySet, cursor: str | None, size: int = PAGE_SIZE) -> Page:
+def keyset_page(queryset: QuerySet, cursor: str | None, size: int = PAGE_SIZE) -> Page:
     """Newest first by (created_at, pk); the cursor is the last row shown."""
     if cursor:
         position = decode_cursor(cursor)
@@ -55,6 +55,10 @@ def _keyset(queryset: QuerySet, cursor: str | None, size: int = PAGE_SIZE) -> Pa
 
 
 # --- runs -----------------------------------------------------------------------------------------------
+
+
+# The waiting reasons of REFERENCE §1.6, as offered in filters.
+WAITING_REASONS = [reason.value for reason in WaitingReason]
 
 
 @dataclass
@@ -125,7 +129,7 @@ def run_list(*, filters: RunFilters, cursor: str | None = None, size: int = PAGE
         else:
             threads = Message.objects.filter(content__icontains=term).values("thread_id")
             runs = runs.filter(thread_id__in=threads)
-    return _keyset(runs, cursor, size)
+    return keyset_page(runs, cursor, size)
 
 
 def _uuid_or_none(value: str) -> Any:
@@ -366,7 +370,7 @@ def thread_list(*, cursor: str | None = None, q: str = "") -> Page:
     if q:
         ident = _uuid_or_none(q)
         threads = threads.filter(pk=ident) if ident else threads.filter(Q(title__icontains=q))
-    return _keyset(threads, cursor)
+    return keyset_page(threads, cursor)
 
 
 def thread_detail(thread_id: Any) -> tuple[Thread, list[Message], list[Run]] | None:
@@ -392,4 +396,4 @@ def audit_list(
         entries = entries.filter(actor_label=actor)
     if run:
         entries = entries.filter(run_id=_uuid_or_none(run))
-    return _keyset(entries, cursor)
+    return keyset_page(entries, cursor)

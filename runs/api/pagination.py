@@ -4,11 +4,8 @@ format as the operator pages (`runs.selectors`)."""
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
-from django.db.models import Q, QuerySet
-
-from runs.selectors import Page, decode_cursor, encode_cursor
+from runs.selectors import decode_cursor
 from runs.services.errors import InvalidInput
 
 
@@ -30,15 +27,3 @@ def check_cursor(cursor: str | None, *, uuid_pk: bool) -> str | None:
     if not valid:
         raise InvalidInput("cursor is not valid: pass next_cursor from a page", {"cursor": cursor})
     return cursor
-
-
-def keyset_page(queryset: QuerySet[Any], cursor: str | None, size: int) -> Page:
-    if cursor:
-        position = decode_cursor(cursor)
-        if position is not None:
-            created, pk = position
-            queryset = queryset.filter(Q(created_at__lt=created) | Q(created_at=created, pk__lt=pk))
-    rows = list(queryset.order_by("-created_at", "-pk")[: size + 1])
-    more = len(rows) > size
-    rows = rows[:size]
-    return Page(rows, encode_cursor(rows[-1].created_at, rows[-1].pk) if more and rows else None)

@@ -10,15 +10,8 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from runs.models import Decision, Message, Run, Thread, Ticket
+from runs.selectors import WAITING_REASONS
 
-WAITING_REASONS = [
-    "tool_permission",
-    "user_input",
-    "background_tasks",
-    "external_event",
-    "rate_limit",
-    "manual_pause",
-]
 OUR_DECISION_ACTIONS = ["approve", "edit", "reject", "respond"]
 DECISION_ACTIONS = [*OUR_DECISION_ACTIONS, "resume", "cancel"]
 RUN_STATUSES = list(Run.Status.values)

@@ -18,6 +18,7 @@ from agents.models import Agent
 from runs import permissions as perms
 from runs import selectors
 from runs.models import AuditEntry, Decision, Message, Run, RunEvent, Thread, Ticket
+from runs.selectors import keyset_page
 from runs.services.audit import audit_record
 from runs.services.errors import InvalidInput, NotFound
 from runs.services.runs import run_cancel, run_retry, run_start
@@ -33,7 +34,7 @@ from . import serializers as s
 from .auth import actor_for
 from .base import ApiView, parse_uuid, validated
 from .errors import error_responses
-from .pagination import check_cursor, keyset_page
+from .pagination import check_cursor
 
 VIEW_THREAD = "runs.view_thread"
 VIEW_TICKET = "runs.view_ticket"

@@ -15,15 +15,6 @@ from runs import selectors
 from runs.models import Run
 from runs.permissions import AUDIT, VIEW, capabilities, require
 
-WAITING_REASONS = [
-    "tool_permission",
-    "user_input",
-    "background_tasks",
-    "external_event",
-    "rate_limit",
-    "manual_pause",
-]
-
 
 def _when(raw: str) -> dt.datetime | None:
     if not raw:
@@ -73,7 +64,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
             "query": query.urlencode(),
             "first_page": cursor is None,
             "statuses": Run.Status.values,
-            "waiting_reasons": WAITING_REASONS,
+            "waiting_reasons": selectors.WAITING_REASONS,
             "agents": Agent.objects.order_by("slug").values_list("slug", flat=True),
         },
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..loop import AgentLoop, RunIdentity
+from ..loop import AgentLoop, AgentRunResult, RunIdentity
 from ..types import BackendRunStatus, TerminationReason, new_id
 from .base import (
     BackendCapabilities,
@@ -32,6 +32,18 @@ def map_termination(termination: TerminationReason) -> BackendRunStatus:
             return BackendRunStatus.failed(str(termination.value))
 
 
+def _backend_result(agent_id: str, result: AgentRunResult) -> BackendRunResult:
+    return BackendRunResult(
+        agent_id=agent_id,
+        status=map_termination(result.termination),
+        termination=result.termination,
+        response=result.response or None,
+        output=BackendRunOutput(text=result.response or None),
+        steps=result.steps,
+        run_id=result.run_id,
+    )
+
+
 class LocalBackend:
     def capabilities(self) -> BackendCapabilities:
         return BackendCapabilities.full()
@@ -50,16 +62,7 @@ class LocalBackend:
             tool_calls=request.tool_calls,
             decisions=request.decisions,
         )
-        result = loop.run()
-        return BackendRunResult(
-            agent_id=request.agent_id,
-            status=map_termination(result.termination),
-            termination=result.termination,
-            response=result.response or None,
-            output=BackendRunOutput(text=result.response or None),
-            steps=result.steps,
-            run_id=result.run_id,
-        )
+        return _backend_result(request.agent_id, loop.run())
 
     def execute_delegate(self, request: BackendDelegateRunRequest) -> BackendRunResult:
         validate_delegate_request(self.capabilities(), request)
@@ -91,13 +94,4 @@ class LocalBackend:
             cancel=request.control.cancellation_token,
             previous=previous,
         )
-        result = loop.run()
-        return BackendRunResult(
-            agent_id=request.agent_id,
-            status=map_termination(result.termination),
-            termination=result.termination,
-            response=result.response or None,
-            output=BackendRunOutput(text=result.response or None),
-            steps=result.steps,
-            run_id=identity.run_id,
-        )
+        return _backend_result(request.agent_id, loop.run())
