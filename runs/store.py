@@ -17,6 +17,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from runs.jsonsafe import without_nul
 from runs.models import Message, Run, Thread, Ticket, ToolCall
 from runs.realtime import broadcast_live
 from runs.runtime import types as rt
@@ -53,8 +54,10 @@ def message_to_row(thread_id: Any, seq: int, message: rt.Message) -> Message:
         thread_id=thread_id,
         seq=seq,
         role=message.role.value,
-        content=message.content,
-        tool_calls=[c.to_json() for c in message.tool_calls] if message.tool_calls else None,
+        content=without_nul(message.content),
+        tool_calls=without_nul([c.to_json() for c in message.tool_calls])
+        if message.tool_calls
+        else None,
         tool_call_id=message.tool_call_id or "",
         visibility=message.visibility,
         produced_by_run_id=message.run_id,
@@ -243,6 +246,7 @@ class OrmCheckpointStore:
             "finished_at": now if done else None,
             "updated_at": now,
         }
+        fields = {name: without_nul(value) for name, value in fields.items()}
         if self.lease_seconds and not done:
             fields["lease_expires_at"] = now + dt.timedelta(seconds=self.lease_seconds)
         return fields
@@ -261,12 +265,14 @@ class OrmCheckpointStore:
         for state in states:
             fields = {
                 "tool_name": state.tool_name,
-                "arguments": state.arguments,
+                "arguments": without_nul(state.arguments),
                 "status": state.status.value,
                 "resume_mode": state.resume_mode.value,
                 "suspension_id": state.suspension_id or "",
                 "suspension_reason": state.suspension_reason or "",
-                "resume_input": state.resume_input.to_json() if state.resume_input else None,
+                "resume_input": without_nul(state.resume_input.to_json())
+                if state.resume_input
+                else None,
                 "updated_at": now,
             }
             row = existing.get(state.call_id)
@@ -315,7 +321,7 @@ class OrmCheckpointStore:
                     tool_call=rows[state.call_id],
                     ticket_id=state.ticket_id,
                     tool_name=state.tool_name,
-                    arguments=state.arguments,
+                    arguments=without_nul(state.arguments),
                     resume_mode=state.resume_mode.value,
                     reason=state.suspension_reason or "",
                     message=messages.get(state.call_id, ""),

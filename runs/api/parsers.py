@@ -7,7 +7,10 @@ import io
 from typing import Any
 
 from django.conf import settings
+from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
+
+from runs.jsonsafe import find_nul
 
 from .errors import TooLarge
 
@@ -37,4 +40,10 @@ class LimitedJSONParser(JSONParser):
             if len(data) > limit:
                 raise TooLarge(f"The request body is larger than {limit} bytes.")
             stream = io.BytesIO(data)
-        return super().parse(stream, media_type, parser_context)
+        parsed = super().parse(stream, media_type, parser_context)
+        where = find_nul(parsed)
+        if where is not None:
+            raise ParseError(
+                f"JSON parse error - NUL characters (\\u0000) are not allowed (at {where})"
+            )
+        return parsed

@@ -13,6 +13,7 @@ from django.db import transaction
 from django.db.models import Case, F, When
 from django.utils import timezone
 
+from runs.jsonsafe import without_nul
 from runs.models import Run, RunEvent, Thread
 from runs.realtime import broadcast_events
 from runs.runtime.types import RunStatus
@@ -45,6 +46,7 @@ def events_append(
     """
     now = now or timezone.now()
     start = run.last_event_seq
+    events = without_nul(events)
     rows = [
         RunEvent(
             run=run,

@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from agents.models import Agent
 from agents.services import agent_version_current
+from runs.jsonsafe import NUL
 from runs.models import Message, Run, Thread, Ticket, ToolCall
 from runs.runtime import events as ev
 from runs.runtime import types as rt
@@ -52,6 +53,8 @@ def normalize_input_messages(messages: Any) -> list[rt.Message]:
         else:
             raise InvalidInput(f"{where}.content must be a string or a list of text blocks")
         text = "".join(b["text"] for b in blocks)
+        if NUL in text:
+            raise InvalidInput(f"{where}.content contains a NUL character (\\u0000)")
         if not text.strip():
             raise InvalidInput(f"{where}.content is empty")
         if len(text) > MAX_MESSAGE_CHARS:

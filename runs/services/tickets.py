@@ -10,6 +10,7 @@ import jsonschema
 from django.db import transaction
 from django.utils import timezone
 
+from runs.jsonsafe import find_nul
 from runs.models import Decision, Run, Ticket, ToolCall
 from runs.runtime import types as rt
 from runs.services.audit import SYSTEM, Actor, audit_record
@@ -172,6 +173,9 @@ def decision_submit(
     make the run due. Raises DecisionConflict naming who decided first and when."""
     if action not in (*ACTIONS, "resume"):
         raise InvalidInput(f"action must be one of {', '.join(ACTIONS)}, got {action!r}")
+    where = find_nul({"arguments": arguments, "payload": payload, "comment": comment})
+    if where is not None:
+        raise InvalidInput(f"NUL characters (\\u0000) are not allowed (at {where})")
     if action != "resume":
         _validate(ticket, action, arguments, payload)
     label = actor.name

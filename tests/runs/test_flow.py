@@ -439,3 +439,32 @@ def test_run_pins_its_agent_version_across_a_config_change():
     run = drive(run)
     assert run.agent_version_id == pinned.pk
     assert Note.objects.count() == 1  # write_note still available under the pinned version
+
+
+def test_nul_characters_from_a_tool_are_stored_replaced_not_crashing_the_checkpoint(monkeypatch):
+    from agents.tools.builtin import CurrentTimeTool
+    from runs.runtime.types import ToolResult
+
+    monkeypatch.setattr(
+        CurrentTimeTool,
+        "execute",
+        lambda self, arguments, ctx: ToolResult.success("current_time", "bin\x00ary"),
+    )
+    agent = scripted_agent(
+        [{"text": "", "tool_calls": [call("current_time", {})]}, {"text": "ok"}],
+        tools=["current_time"],
+    )
+    run = drive(start(agent))
+    assert run.status_reason == "natural"
+    assert events(run, "tool_call_done")[0]["result"]["data"] == "bin\ufffdary"
+    assert Message.objects.get(thread=run.thread, seq=3).text == '"bin\\u0000ary"'  # JSON-escaped
+    assert_gap_free(run)
+
+
+def test_nul_characters_in_operator_input_are_refused():
+    with pytest.raises(InvalidInput, match="NUL"):
+        start(scripted_agent([{"text": "x"}]), "hello\x00there")
+    run = waiting_run()
+    with pytest.raises(InvalidInput, match="NUL"):
+        decision_submit(ticket=pending_ticket(run), action="reject", comment="no\x00")
+    assert pending_ticket(run).status == "pending"
