@@ -27,20 +27,6 @@ def run_page(request: HttpRequest, run_id: Any) -> HttpResponse:
 
 
 @require(VIEW, "view runs")
-def run_header(request: HttpRequest, run_id: Any) -> HttpResponse:
-    return render(request, "runs/partials/run_header.html", _context(request, run_id))
-
-
-@require(VIEW, "view runs")
-def run_tickets(request: HttpRequest, run_id: Any) -> HttpResponse:
-    return render(request, "runs/partials/run_tickets.html", _context(request, run_id))
-
-
-@require(VIEW, "view runs")
-def run_transcript(request: HttpRequest, run_id: Any) -> HttpResponse:
-    return render(request, "runs/partials/run_transcript.html", _context(request, run_id))
-
-
-@require(VIEW, "view runs")
-def run_timeline(request: HttpRequest, run_id: Any) -> HttpResponse:
-    return render(request, "runs/partials/run_timeline.html", _context(request, run_id))
+def run_partial(request: HttpRequest, run_id: Any, template: str) -> HttpResponse:
+    """One panel of the run page (header, tickets, transcript, timeline), re-fetched live."""
+    return render(request, f"runs/partials/{template}.html", _context(request, run_id))
