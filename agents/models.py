@@ -1,13 +1,16 @@
-"""What runs: agents, their published versions, model providers and models, and the
-notes written by the `write_note` tool."""
+"""What runs: agents (the row is the editable draft) and their published versions, model
+providers and models, remote endpoints, and the notes written by the `write_note` tool."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
+
+from agents import secrets
 
 SLUG = RegexValidator(
     r"^[a-z0-9][a-z0-9_-]{0,62}$",
@@ -15,7 +18,26 @@ SLUG = RegexValidator(
 )
 
 
-class ModelProvider(models.Model):
+class Health(models.TextChoices):
+    UNKNOWN = "unknown", "Not checked yet"
+    HEALTHY = "healthy", "Healthy"
+    FAILING = "failing", "Failing"
+
+
+class HealthFields(models.Model):
+    """The outcome of the last connection check or call (providers and endpoints)."""
+
+    health = models.CharField(
+        max_length=10, choices=Health.choices, default=Health.UNKNOWN, editable=False
+    )
+    health_error = models.TextField(blank=True, editable=False, help_text="Last error, if any.")
+    health_checked_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        abstract = True
+
+
+class ModelProvider(HealthFields):
     class Kind(models.TextChoices):
         SCRIPTED = "scripted", "Scripted (deterministic, no network)"
         OPENAI = "openai", "OpenAI-compatible Chat Completions"
@@ -29,7 +51,12 @@ class ModelProvider(models.Model):
     api_key_env = models.CharField(
         max_length=100,
         blank=True,
-        help_text="Name of the environment variable holding the API key.",
+        help_text="Name of the environment variable holding the API key (if not stored here).",
+    )
+    # Write-only: set through set_api_key(), never shown; excluded from forms and audit.
+    api_key_encrypted = models.TextField(blank=True, editable=False)
+    headers = models.JSONField(
+        default=dict, blank=True, help_text='Extra HTTP headers, e.g. {"OpenAI-Organization": "…"}.'
     )
     timeout_seconds = models.FloatField(
         default=300, validators=[MinValueValidator(0.1)], help_text="Per-request timeout."
@@ -42,6 +69,21 @@ class ModelProvider(models.Model):
 
     def __str__(self) -> str:
         return self.slug
+
+    def set_api_key(self, value: str) -> None:
+        self.api_key_encrypted = secrets.encrypt(value)
+
+    @property
+    def has_stored_api_key(self) -> bool:
+        return bool(self.api_key_encrypted)
+
+    def api_key(self) -> str:
+        """The stored key, else the environment variable's value, else ""."""
+        if self.api_key_encrypted:
+            return secrets.decrypt(self.api_key_encrypted)
+        import os
+
+        return os.environ.get(self.api_key_env, "") if self.api_key_env else ""
 
 
 class Model(models.Model):
@@ -56,6 +98,22 @@ class Model(models.Model):
     )
     context_window = models.PositiveIntegerField(
         null=True, blank=True, help_text="Max context tokens, if known."
+    )
+    input_price_per_million_usd = models.DecimalField(
+        max_digits=12,
+        decimal_places=4,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0)],
+        help_text="USD per million input tokens (runs show a cost when set).",
+    )
+    output_price_per_million_usd = models.DecimalField(
+        max_digits=12,
+        decimal_places=4,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0)],
+        help_text="USD per million output tokens.",
     )
     script = models.JSONField(
         default=list,
@@ -86,14 +144,76 @@ class Model(models.Model):
                     )
 
 
+class RemoteEndpoint(HealthFields):
+    """A remote agent reached over a protocol backend (REFERENCE §6.3); only `a2a` exists."""
+
+    class Backend(models.TextChoices):
+        A2A = "a2a", "A2A (Agent2Agent)"
+
+    slug = models.CharField(max_length=63, unique=True, validators=[SLUG], help_text="Endpoint id.")
+    name = models.CharField(max_length=200, help_text="Shown to admins and operators.")
+    backend = models.CharField(
+        max_length=20, choices=Backend.choices, default=Backend.A2A, help_text="Protocol."
+    )
+    base_url = models.URLField(help_text="The remote agent's base URL.")
+    # Write-only bearer token: set through set_token(), never shown; excluded from audit.
+    token_encrypted = models.TextField(blank=True, editable=False)
+    target = models.CharField(
+        max_length=200, blank=True, help_text="Remote agent / tenant path segment, if any."
+    )
+    timeout_ms = models.PositiveIntegerField(
+        default=300_000, validators=[MinValueValidator(1)], help_text="Whole-task timeout."
+    )
+    poll_interval_ms = models.PositiveIntegerField(
+        default=2000, validators=[MinValueValidator(10)], help_text="Task polling interval."
+    )
+    history_length = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Messages of task history to ask for (A2A option)."
+    )
+    created_at = models.DateTimeField(auto_now_add=True, help_text="When it was added.")
+    updated_at = models.DateTimeField(auto_now=True, help_text="Last change.")
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+    def set_token(self, value: str) -> None:
+        self.token_encrypted = secrets.encrypt(value)
+
+    @property
+    def has_token(self) -> bool:
+        return bool(self.token_encrypted)
+
+    def token(self) -> str:
+        return secrets.decrypt(self.token_encrypted)
+
+
 class Agent(models.Model):
+    """The editable draft of an agent. Runs never read it directly: they pin a published
+    AgentVersion (publish freezes the draft)."""
+
     slug = models.CharField(
         max_length=63, unique=True, validators=[SLUG], help_text="Agent id (used in tool names)."
     )
     name = models.CharField(max_length=200, help_text="Shown to operators.")
     description = models.TextField(blank=True, help_text="What it does; offered to delegators.")
     model = models.ForeignKey(
-        Model, on_delete=models.PROTECT, related_name="agents", help_text="Model it calls."
+        Model,
+        on_delete=models.PROTECT,
+        related_name="agents",
+        null=True,
+        blank=True,
+        help_text="Model it calls (local agents).",
+    )
+    endpoint = models.ForeignKey(
+        RemoteEndpoint,
+        on_delete=models.PROTECT,
+        related_name="agents",
+        null=True,
+        blank=True,
+        help_text="Remote endpoint that runs it instead of a local model (remote agents).",
     )
     system_prompt = models.TextField(blank=True, help_text="System prompt sent on every inference.")
     tools = models.JSONField(default=list, blank=True, help_text="Names of registry tools offered.")
@@ -164,6 +284,15 @@ class AgentVersion(models.Model):
     )
     number = models.PositiveIntegerField(help_text="1, 2, 3 … per agent.")
     spec = models.JSONField(help_text="Frozen configuration (model, prompt, tools, rules, limits).")
+    note = models.CharField(max_length=500, blank=True, help_text="Why it was published.")
+    published_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="Who published it (empty: the system).",
+    )
     created_at = models.DateTimeField(auto_now_add=True, help_text="When it was published.")
 
     class Meta:

@@ -129,6 +129,12 @@ CELERY_BEAT_SCHEDULE = {"runs-sweep": {"task": "runs.sweep", "schedule": AWAKEN_
 AWAKEN_HTTP_GET_ALLOW_PRIVATE = env_bool("AWAKEN_HTTP_GET_ALLOW_PRIVATE", False)
 AWAKEN_HTTP_GET_TIMEOUT = env_float("AWAKEN_HTTP_GET_TIMEOUT", 10.0, minimum=0.1)
 AWAKEN_HTTP_GET_MAX_BYTES = env_int("AWAKEN_HTTP_GET_MAX_BYTES", 200_000, minimum=1)
+# Fernet keys (comma-separated, newest first) encrypting provider and endpoint secrets at
+# rest; older keys still decrypt, so keys rotate by prepending. Empty: derived from
+# SECRET_KEY (fine for the embedded default, set it in production).
+AWAKEN_ENCRYPTION_KEYS = env_list("AWAKEN_ENCRYPTION_KEYS", [])
+# Remote A2A endpoints on private, loopback or link-local addresses (tests, on-prem agents).
+AWAKEN_ENDPOINTS_ALLOW_PRIVATE = env_bool("AWAKEN_ENDPOINTS_ALLOW_PRIVATE", False)
 
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "awaken-ops@localhost")

@@ -1,3 +1,5 @@
+"""Shared admin machinery: every configuration change is audited."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -6,7 +8,6 @@ from django.contrib import admin
 from django.db import transaction
 from django.forms.models import model_to_dict
 
-from agents.models import Agent, AgentVersion, Model, ModelProvider, Note
 from runs.services.audit import Actor, audit_record
 
 
@@ -53,42 +54,3 @@ class AuditedAdmin(admin.ModelAdmin):
                 before=_snapshot(obj),
             )
             super().delete_model(request, obj)
-
-
-@admin.register(ModelProvider)
-class ModelProviderAdmin(AuditedAdmin):
-    list_display = ("slug", "name", "kind", "base_url")
-    search_fields = ("slug", "name")
-
-
-@admin.register(Model)
-class ModelAdmin(AuditedAdmin):
-    list_display = ("slug", "provider", "upstream_model")
-    list_select_related = ("provider",)
-    search_fields = ("slug", "upstream_model")
-
-
-class AgentVersionInline(admin.TabularInline):
-    model = AgentVersion
-    extra = 0
-    can_delete = False
-    readonly_fields = ("number", "spec", "created_at")
-
-    def has_add_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
-        return False
-
-
-@admin.register(Agent)
-class AgentAdmin(AuditedAdmin):
-    list_display = ("slug", "name", "model", "max_rounds", "updated_at")
-    list_select_related = ("model",)
-    search_fields = ("slug", "name")
-    filter_horizontal = ("delegates",)
-    inlines = [AgentVersionInline]
-
-
-@admin.register(Note)
-class NoteAdmin(admin.ModelAdmin):
-    list_display = ("title", "run", "tool_call_id", "created_at")
-    search_fields = ("title", "body")
-    readonly_fields = ("run", "tool_call_id", "created_at")

@@ -1,0 +1,5 @@
+"""Django admin for configuration; one module per part (all changes audited)."""
+
+from agents.admin import agents, endpoints, providers
+
+__all__ = ["agents", "endpoints", "providers"]
