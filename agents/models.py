@@ -37,10 +37,13 @@ class HealthFields(models.Model):
         abstract = True
 
 
+class ProviderKind(models.TextChoices):
+    SCRIPTED = "scripted", "Scripted (deterministic, no network)"
+    OPENAI = "openai", "OpenAI-compatible Chat Completions"
+
+
 class ModelProvider(HealthFields):
-    class Kind(models.TextChoices):
-        SCRIPTED = "scripted", "Scripted (deterministic, no network)"
-        OPENAI = "openai", "OpenAI-compatible Chat Completions"
+    Kind = ProviderKind
 
     slug = models.CharField(max_length=63, unique=True, validators=[SLUG], help_text="Provider id.")
     name = models.CharField(max_length=200, help_text="Shown to admins.")

@@ -47,7 +47,7 @@ def agent_spec(agent: Agent) -> dict[str, Any]:
         "id": agent.slug,
         "name": agent.name,
         "description": agent.description,
-        "model_id": agent.model.slug,
+        "model_id": agent.model.slug if agent.model else None,
         "system_prompt": agent.system_prompt,
         "tools": list(agent.tools),
         "permission": agent.permission or {},
