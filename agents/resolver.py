@@ -6,7 +6,7 @@ from typing import Any
 
 from agents.models import Agent, AgentVersion, Model
 from agents.providers import client_for, model_snapshot
-from agents.services import agent_version_current
+from agents.services import agent_version_latest
 from agents.tools import get_tool
 from runs.runtime.backends import DelegateTool
 from runs.runtime.backends.delegate import DelegateRunner
@@ -14,8 +14,13 @@ from runs.runtime.loop import AgentSpec, ResolvedAgent
 from runs.runtime.permissions import PermissionPolicy
 
 
+class AgentNotResolvable(LookupError):
+    """An agent id with no published version, or a version naming a model that is gone."""
+
+
 class VersionResolver:
-    """Resolves agent ids: pinned versions first, else the agent's current version."""
+    """Resolves agent ids: pinned versions first, else the agent's latest published version
+    (delegates); a draft is never used."""
 
     def __init__(
         self, pinned: dict[str, AgentVersion], delegate_runner: DelegateRunner | None = None
@@ -25,22 +30,46 @@ class VersionResolver:
 
     def version(self, agent_id: str) -> AgentVersion:
         if agent_id not in self.pinned:
-            agent = Agent.objects.get(slug=agent_id)
-            self.pinned[agent_id] = agent_version_current(agent=agent)
+            agent = Agent.objects.filter(slug=agent_id).first()
+            if agent is None:
+                raise AgentNotResolvable(f"agent '{agent_id}' does not exist")
+            latest = agent_version_latest(agent)
+            if latest is None:
+                raise AgentNotResolvable(
+                    f"agent '{agent_id}' has no published version; publish it in the admin"
+                )
+            self.pinned[agent_id] = latest
         return self.pinned[agent_id]
 
+    def _description(self, agent_id: str) -> str:
+        """A delegate's published description (offered to the model with its tool)."""
+        try:
+            return str(self.version(agent_id).spec.get("description") or "")
+        except AgentNotResolvable:
+            return ""  # calling it fails with the same clear error
+
     def resolve(self, agent_id: str) -> ResolvedAgent:
-        spec: dict[str, Any] = self.version(agent_id).spec
-        model = Model.objects.select_related("provider").get(slug=spec["model_id"])
+        version = self.version(agent_id)
+        spec: dict[str, Any] = version.spec
+        if not spec.get("model_id"):
+            raise AgentNotResolvable(
+                f"agent '{agent_id}' v{version.number} has no local model"
+                + (
+                    f" (it runs on endpoint '{spec['endpoint_id']}')"
+                    if spec.get("endpoint_id")
+                    else ""
+                )
+            )
+        model = Model.objects.select_related("provider").filter(slug=spec["model_id"]).first()
+        if model is None:
+            raise AgentNotResolvable(
+                f"agent '{agent_id}' v{version.number} uses model '{spec['model_id']}', "
+                "which no longer exists"
+            )
         tools = {name: get_tool(name) for name in spec.get("tools") or []}
         if self.delegate_runner is not None:
             for delegate_id in spec.get("delegates") or []:
-                description = (
-                    Agent.objects.filter(slug=delegate_id)
-                    .values_list("description", flat=True)
-                    .first()
-                    or ""
-                )
+                description = self._description(delegate_id)
                 tool = DelegateTool(delegate_id, description, self.delegate_runner)
                 tools[tool.descriptor.name] = tool
         return ResolvedAgent(

@@ -389,6 +389,8 @@ def bench_environment() -> Iterator[BenchEnv]:
 def create_agent(script: list[dict[str, Any]], tools: list[str]) -> Any:
     """A scripted agent (deterministic, offline) with every tool auto-allowed."""
     from agents.models import Agent, Model, ModelProvider
+    from agents.services import agent_publish
+    from runs.services.audit import Actor
 
     provider, _ = ModelProvider.objects.get_or_create(
         slug="bench-scripted",
@@ -396,7 +398,7 @@ def create_agent(script: list[dict[str, Any]], tools: list[str]) -> Any:
     )
     suffix = uuid.uuid4().hex[:8]
     model = Model.objects.create(slug=f"bench-model-{suffix}", provider=provider, script=script)
-    return Agent.objects.create(
+    agent = Agent.objects.create(
         slug=f"bench-agent-{suffix}",
         name=f"bench {suffix}",
         model=model,
@@ -404,6 +406,8 @@ def create_agent(script: list[dict[str, Any]], tools: list[str]) -> Any:
         tools=tools,
         permission={"default_behavior": "allow", "rules": []},
     )
+    agent_publish(agent=agent, actor=Actor(label="bench", source="cli"))  # runs pin a version
+    return agent
 
 
 def create_thread(n_messages: int) -> Any:

@@ -227,7 +227,7 @@ def breakdown(agent: Any, count: int) -> str:
 
 def run(env: BenchEnv) -> list[Figure]:
     common.print_header("1. End-to-end runs/s vs Celery no-op drain")
-    concurrency = common.nproc() or 4
+    concurrency = int(os.environ.get("BENCH_E2E_CONCURRENCY", "0")) or common.nproc() or 4
     options = common.celery_settings()
     os.environ["BENCH_CELERY_OPTIONS"] = json.dumps(options)  # before importing noop_app
     worker_env = {"BENCH_CELERY_OPTIONS": os.environ["BENCH_CELERY_OPTIONS"]}

@@ -328,6 +328,18 @@ class ToolCall(models.Model):
         return f"{self.tool_name} {self.call_id}"
 
 
+DELEGATE_TICKET_PREFIX = "delegate_run:"
+
+
+class TicketQuerySet(models.QuerySet):
+    def for_operators(self) -> TicketQuerySet:
+        """Pending tickets a person decides: not the waits on a child run, which the
+        child answers when it finishes."""
+        return self.filter(status=Ticket.Status.PENDING).exclude(
+            ticket_id__startswith=DELEGATE_TICKET_PREFIX
+        )
+
+
 class Ticket(models.Model):
     class Status(models.TextChoices):
         PENDING = "pending"
@@ -370,6 +382,8 @@ class Ticket(models.Model):
     created_at = models.DateTimeField(default=timezone.now, help_text="When the run suspended.")
     closed_at = models.DateTimeField(null=True, blank=True, help_text="Decided or cancelled at.")
 
+    objects = TicketQuerySet.as_manager()
+
     class Meta:
         ordering = ["created_at"]
         permissions = [("decide_ticket", "Can approve, edit, reject or answer tickets")]
@@ -387,6 +401,13 @@ class Ticket(models.Model):
 
     def __str__(self) -> str:
         return f"{self.ticket_id} ({self.tool_name})"
+
+    @property
+    def child_run_id(self) -> str | None:
+        """The child run whose answer this ticket waits for, if it is a delegation."""
+        if self.ticket_id.startswith(DELEGATE_TICKET_PREFIX):
+            return self.ticket_id.removeprefix(DELEGATE_TICKET_PREFIX)
+        return None
 
 
 class Decision(models.Model):

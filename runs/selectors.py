@@ -10,9 +10,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db.models import Count, Q, QuerySet
+from django.db.models.fields.json import KeyTextTransform
 from django.utils import timezone
+from django.utils.http import urlencode
 
-from agents.models import Agent
+from agents.models import Agent, Model, ModelProvider, RemoteEndpoint
 from runs.models import AuditEntry, Message, Run, RunEvent, Thread, Ticket
 from runs.runtime.types import WaitingReason, waiting_reason_from_status_reason
 
@@ -70,6 +72,9 @@ class RunFilters:
     since: dt.datetime | None = None
     until: dt.datetime | None = None
     q: str = ""
+    provider: str = ""
+    endpoint: str = ""
+    reason: str = ""
 
     @property
     def active(self) -> bool:
@@ -82,6 +87,9 @@ class RunFilters:
                 self.since,
                 self.until,
                 self.q,
+                self.provider,
+                self.endpoint,
+                self.reason,
             ]
         )
 
@@ -117,6 +125,17 @@ def run_list(*, filters: RunFilters, cursor: str | None = None, size: int = PAGE
         runs = runs.filter(agent__slug=filters.agent)
     if filters.thread:
         runs = runs.filter(thread_id=_uuid_or_none(filters.thread))
+    if filters.provider:  # through the pinned version's model
+        models = Model.objects.filter(provider__slug=filters.provider).values("slug")
+        runs = runs.alias(
+            spec_model_id=KeyTextTransform("model_id", "agent_version__spec")
+        ).filter(spec_model_id__in=models)
+    if filters.endpoint:
+        runs = runs.alias(
+            spec_endpoint_id=KeyTextTransform("endpoint_id", "agent_version__spec")
+        ).filter(spec_endpoint_id=filters.endpoint)
+    if filters.reason:
+        runs = runs.filter(status_reason=filters.reason)
     if filters.since:
         runs = runs.filter(created_at__gte=filters.since)
     if filters.until:
@@ -229,9 +248,7 @@ def run_open_tickets(run: Run) -> list[Ticket]:
 
 
 def inbox_tickets(*, agent: str = "", tool: str = "") -> list[Ticket]:
-    tickets = Ticket.objects.filter(status=Ticket.Status.PENDING).select_related(
-        "run__agent", "tool_call"
-    )
+    tickets = Ticket.objects.for_operators().select_related("run__agent", "tool_call")
     if agent:
         tickets = tickets.filter(run__agent__slug=agent)
     if tool:
@@ -251,6 +268,7 @@ class Dashboard:
     recent_failures: list[Run]
     hourly: list[dict[str, Any]]
     wait_buckets: list[dict[str, Any]]
+    health: list[HealthRow] = field(default_factory=list)
 
 
 WAIT_BUCKETS = [
@@ -287,7 +305,79 @@ def dashboard(now: dt.datetime | None = None) -> Dashboard:
         recent_failures=failures,
         hourly=_hourly(now),
         wait_buckets=_wait_buckets(now),
+        health=dependency_health(now),
     )
+
+
+# --- provider and endpoint health (dashboard panel) -------------------------------------------------
+
+HEALTH_ROWS_MAX = 50
+FAILED_WINDOW = dt.timedelta(hours=24)
+
+
+@dataclass
+class HealthRow:
+    """A model provider or remote endpoint, its last check, and the runs that depend on it:
+    running or waiting now, and failed (status_reason "error") in the last 24 hours."""
+
+    kind: str  # "provider" | "endpoint"
+    slug: str
+    name: str
+    health: str
+    error: str
+    checked_at: dt.datetime | None
+    running: int = 0
+    waiting: int = 0
+    failed: int = 0
+    failed_query: str = ""
+
+
+def dependency_health(now: dt.datetime) -> list[HealthRow]:
+    """Four queries whatever the number of runs: providers, endpoints, the model → provider
+    map, and the runs grouped by their pinned spec's model_id / endpoint_id and status."""
+    fields = ("pk", "slug", "name", "health", "health_error", "health_checked_at")
+    providers = list(ModelProvider.objects.only(*fields).order_by("slug")[:HEALTH_ROWS_MAX])
+    endpoints = list(RemoteEndpoint.objects.only(*fields).order_by("slug")[:HEALTH_ROWS_MAX])
+    if not providers and not endpoints:
+        return []
+    since = now - FAILED_WINDOW
+    since_text = timezone.localtime(since).strftime("%Y-%m-%dT%H:%M")
+    rows: dict[tuple[str, str], HealthRow] = {}
+    for kind, items in (("provider", providers), ("endpoint", endpoints)):
+        for item in items:
+            rows[(kind, item.slug)] = HealthRow(
+                kind=kind,
+                slug=item.slug,
+                name=item.name,
+                health=item.health,
+                error=item.health_error,
+                checked_at=item.health_checked_at,
+                failed_query=urlencode({kind: item.slug, "reason": "error", "since": since_text}),
+            )
+    provider_of_model = dict(
+        Model.objects.filter(provider__in=providers).values_list("slug", "provider__slug")
+    )
+    counts = (
+        Run.objects.filter(
+            Q(status__in=[Run.Status.RUNNING, Run.Status.WAITING])
+            | Q(status=Run.Status.DONE, status_reason="error", created_at__gte=since)
+        )
+        .annotate(
+            spec_model_id=KeyTextTransform("model_id", "agent_version__spec"),
+            spec_endpoint_id=KeyTextTransform("endpoint_id", "agent_version__spec"),
+        )
+        .values_list("spec_model_id", "spec_endpoint_id", "status")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    bucket = {Run.Status.RUNNING: "running", Run.Status.WAITING: "waiting", Run.Status.DONE: "failed"}
+    for model_id, endpoint_id, status, n in counts:
+        targets = [rows.get(("provider", provider_of_model.get(model_id) or "")),
+                   rows.get(("endpoint", endpoint_id or ""))]
+        for row in targets:
+            if row is not None:
+                setattr(row, bucket[status], getattr(row, bucket[status]) + n)
+    return list(rows.values())
 
 
 def _outcome(status: str, reason: str) -> str:

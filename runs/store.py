@@ -23,7 +23,7 @@ from runs.realtime import broadcast_live
 from runs.runtime import types as rt
 from runs.runtime.events import DELTA_EVENT_TYPES, Event
 from runs.runtime.ports import Checkpoint, LeaseLostError, VersionConflictError
-from runs.services.events import apply_thread_projection, events_append
+from runs.services.events import apply_thread_projection, events_append, thread_projection
 
 
 def _ts(value: dt.datetime | None) -> int | None:
@@ -194,22 +194,25 @@ class OrmCheckpointStore:
             )
             if self.attempt is not None and run.attempt != self.attempt:
                 raise LeaseLostError(f"run {self.run_id} was claimed by another worker")
-            self._append_messages(checkpoint, now)
-            self._save_tool_calls(run, checkpoint, now)
-            events_append(run, checkpoint.events, now=now, save_counter=False)
             fields = self._record_fields(run, record, now)
-            Run.objects.filter(pk=run.pk).update(**fields, last_event_seq=run.last_event_seq)
             for name, value in fields.items():
                 setattr(run, name, value)
-            apply_thread_projection(run)
+            # the thread row is written once: message count guard and run pointers together
+            if not self._append_messages(checkpoint, thread_projection(run)):
+                apply_thread_projection(run)
+            self._save_tool_calls(run, checkpoint, now)
+            events_append(run, checkpoint.events, now=now, save_counter=False)
+            Run.objects.filter(pk=run.pk).update(**fields, last_event_seq=run.last_event_seq)
 
-    def _append_messages(self, checkpoint: Checkpoint, now: dt.datetime) -> None:
+    def _append_messages(self, checkpoint: Checkpoint, thread_updates: dict[str, Any]) -> bool:
+        """Append the new messages, guarded by the thread's committed message count, and
+        apply `thread_updates` to the thread in the same statement. False: nothing to add."""
         count = len(checkpoint.new_messages)
         if not count:
-            return
+            return False
         expected = checkpoint.expected_message_count
         updated = Thread.objects.filter(pk=checkpoint.thread_id, message_count=expected).update(
-            message_count=F("message_count") + count, updated_at=now
+            message_count=F("message_count") + count, **thread_updates
         )
         if not updated:
             actual = (
@@ -224,6 +227,7 @@ class OrmCheckpointStore:
                 for offset, message in enumerate(checkpoint.new_messages)
             ]
         )
+        return True
 
     def _record_fields(self, run: Run, record: rt.RunRecord, now: dt.datetime) -> dict[str, Any]:
         done = record.status is rt.RunStatus.DONE
@@ -247,7 +251,9 @@ class OrmCheckpointStore:
             "updated_at": now,
         }
         fields = {name: without_nul(value) for name, value in fields.items()}
-        if self.lease_seconds and not done:
+        if done:  # a finished run holds no lease: releasing it afterwards has nothing to do
+            fields.update(lease_owner="", lease_expires_at=None, due=False)
+        elif self.lease_seconds:
             fields["lease_expires_at"] = now + dt.timedelta(seconds=self.lease_seconds)
         return fields
 

@@ -4,7 +4,7 @@ from typing import Any
 
 import factory
 
-from agents.models import Agent, Model, ModelProvider
+from agents.models import Agent, AgentVersion, Model, ModelProvider
 
 
 class ProviderFactory(factory.django.DjangoModelFactory):
@@ -27,8 +27,12 @@ class ModelFactory(factory.django.DjangoModelFactory):
 
 
 class AgentFactory(factory.django.DjangoModelFactory):
+    """An agent with v1 published (runs need a published version); `published=False`
+    leaves it a never-published draft."""
+
     class Meta:
         model = Agent
+        skip_postgeneration_save = True
 
     slug = factory.Sequence(lambda n: f"agent-{n}")
     name = factory.LazyAttribute(lambda o: o.slug)
@@ -36,6 +40,22 @@ class AgentFactory(factory.django.DjangoModelFactory):
     system_prompt = "You are a test agent."
     tools: Any = factory.LazyFunction(lambda: ["calculator", "write_note"])
     permission: Any = factory.LazyFunction(lambda: {"default_behavior": "allow", "rules": []})
+
+    @factory.post_generation
+    def published(obj: Agent, create: bool, extracted: Any, **kwargs: Any) -> None:
+        if create and extracted is not False:
+            publish(obj)
+
+
+def publish(agent: Agent) -> AgentVersion:
+    """Freeze the agent's current draft as its next version (test setup: no validation, no
+    audit entry; the admin's path is `agents.services.agent_publish`)."""
+    from agents.services import agent_spec, agent_version_latest
+
+    latest = agent_version_latest(agent)
+    return AgentVersion.objects.create(
+        agent=agent, number=latest.number + 1 if latest else 1, spec=agent_spec(agent)
+    )
 
 
 def scripted_agent(script: list[dict[str, Any]], **kwargs: Any) -> Agent:

@@ -18,7 +18,9 @@ VIEW_AGENT = "agents.view_agent"
 
 
 def agents_query() -> Any:
-    return Agent.objects.select_related("model").prefetch_related("delegates", "versions")
+    return Agent.objects.select_related("model", "endpoint").prefetch_related(
+        "delegates", "versions"
+    )
 
 
 class AgentListView(ApiView):

@@ -1,10 +1,18 @@
-"""Model clients: adapters of the runtime's ModelClient port."""
+"""Model clients: adapters of the runtime's ModelClient port.
+
+A provider's API key is stored encrypted (or named by an environment variable). The
+frozen model description (`model_snapshot`) carries only the ciphertext; `client_for`
+decrypts it into the SDK client and nowhere else, so no snapshot, event, log line or
+error message holds the key. An `openai` client reports each call's outcome back to the
+provider's health (failing with the provider's message; healthy again after a success).
+"""
 
 from __future__ import annotations
 
 import os
 from typing import Any
 
+from agents import secrets
 from runs.runtime.ports import ModelClient
 
 from .openai_client import DEFAULT_BASE_URL, OpenAIChatClient
@@ -21,39 +29,84 @@ def client_for(model: dict[str, Any]) -> ModelClient:
     if kind == "scripted":
         return ScriptedModelClient(model["id"], model.get("script") or [])
     if kind == "openai":
-        return _openai_client(model)
+        try:
+            return _openai_client(model)
+        except ProviderConfigError as exc:
+            _report_failure(model, str(exc))
+            raise
     raise ProviderConfigError(f"model provider kind {kind!r} is not available in this build")
 
 
+def _report_failure(model: dict[str, Any], message: str) -> None:
+    pk = model.get("provider_pk")
+    if pk is not None:
+        from .health import provider_health_record
+
+        provider_health_record(provider_id=pk, error=message)
+
+
+def resolve_api_key(*, ciphertext: str, key_env: str, who: str) -> str | None:
+    """The stored key, else the named environment variable's value, else None (no key).
+
+    Raises ProviderConfigError (naming the variable, never a value) when the stored key
+    cannot be decrypted or the variable is not set."""
+    if ciphertext:
+        try:
+            return secrets.decrypt(ciphertext)
+        except secrets.SecretError as exc:
+            raise ProviderConfigError(f"{who}: {exc}") from None
+    key_env = key_env.strip()
+    if not key_env:
+        return None
+    value = os.environ.get(key_env)
+    if value is None:
+        raise ProviderConfigError(
+            f"{who}: environment variable {key_env!r} (the provider's API key) is not set"
+        )
+    return value
+
+
 def _openai_client(model: dict[str, Any]) -> OpenAIChatClient:
-    api_key: str | None = None
-    key_env = (model.get("api_key_env") or "").strip()
-    if key_env:
-        api_key = os.environ.get(key_env)
-        if api_key is None:
-            raise ProviderConfigError(
-                f"model {model['id']!r}: environment variable {key_env!r} (the provider's "
-                "API key) is not set"
-            )
+    api_key = resolve_api_key(
+        ciphertext=model.get("api_key_ciphertext") or "",
+        key_env=model.get("api_key_env") or "",
+        who=f"model {model['id']!r} (provider {model.get('provider_id') or '?'!r})",
+    )
     base_url = (model.get("base_url") or "").strip() or DEFAULT_BASE_URL
     timeout = model.get("timeout")
+    reporter = None
+    if model.get("provider_pk") is not None:
+        from .health import HealthReporter
+
+        reporter = HealthReporter(
+            model["provider_pk"], healthy=model.get("provider_health") == "healthy"
+        )
     return OpenAIChatClient(
         model_id=model["id"],
         upstream_model=(model.get("upstream_model") or "").strip() or model["id"],
         base_url=base_url,
         api_key=api_key,
         timeout=float(timeout) if timeout else 300.0,
+        extra_headers={str(k): str(v) for k, v in (model.get("headers") or {}).items()},
+        on_outcome=reporter,
     )
 
 
 def model_snapshot(model: Any) -> dict[str, Any]:
+    """What `client_for` needs, from a Model row with its provider: the key only as
+    ciphertext, plus the provider's row id and health for the outcome reports."""
+    provider = model.provider
     return {
         "id": model.slug,
-        "provider_id": model.provider.slug,
-        "provider_kind": model.provider.kind,
+        "provider_id": provider.slug,
+        "provider_pk": getattr(provider, "pk", None),
+        "provider_kind": provider.kind,
+        "provider_health": getattr(provider, "health", ""),
         "upstream_model": model.upstream_model,
         "script": model.script,
-        "base_url": model.provider.base_url,
-        "timeout": model.provider.timeout_seconds,
-        "api_key_env": model.provider.api_key_env,
+        "base_url": provider.base_url,
+        "timeout": provider.timeout_seconds,
+        "api_key_env": provider.api_key_env,
+        "api_key_ciphertext": getattr(provider, "api_key_encrypted", "") or "",
+        "headers": dict(getattr(provider, "headers", None) or {}),
     }

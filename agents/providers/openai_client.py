@@ -21,7 +21,7 @@ import logging
 import socket
 import threading
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -386,6 +386,7 @@ class OpenAIChatClient:
         timeout: float,
         max_retries: int = 3,
         extra_headers: Mapping[str, str] | None = None,
+        on_outcome: Callable[[str | None], None] | None = None,
     ) -> None:
         self.model_id = model_id
         self.upstream_model = upstream_model or model_id
@@ -393,6 +394,8 @@ class OpenAIChatClient:
         self.timeout = float(timeout)
         self.max_retries = max_retries
         self.extra_headers = dict(extra_headers or {})
+        self._secret = api_key or ""
+        self._on_outcome = on_outcome
         self._client = openai.OpenAI(
             base_url=self.base_url,
             api_key=api_key or NO_API_KEY,
@@ -426,7 +429,39 @@ class OpenAIChatClient:
             params = self.request_params(request)
         except Exception as exc:
             raise ModelError(f"cannot build the request for the provider: {exc}") from exc
-        return self._stream(params, cancel)
+        return self._observed(self._stream(params, cancel), cancel)
+
+    def list_models(self) -> list[str]:
+        """The ids the server's `GET /models` lists (a cheap connection and key check)."""
+        try:
+            return sorted(str(model.id) for model in self._client.models.list())
+        except Exception as exc:
+            raise ModelError(self._redact(str(self._model_error(exc, opening=True)))) from None
+
+    def _redact(self, text: str) -> str:
+        """Servers may echo the key back in an error; it never leaves this client."""
+        return text.replace(self._secret, "[redacted]") if self._secret else text
+
+    def _observed(
+        self, chunks: Iterator[StreamChunk], cancel: CancellationToken
+    ) -> Iterator[StreamChunk]:
+        """Redacts the key from errors and reports each call's outcome (None: it worked)."""
+        try:
+            yield from chunks
+        except ModelError as exc:
+            message = self._redact(str(exc))
+            self._report(message)
+            raise ModelError(message) from None
+        if not cancel.is_cancelled():
+            self._report(None)
+
+    def _report(self, error: str | None) -> None:
+        if self._on_outcome is None:
+            return
+        try:
+            self._on_outcome(error)
+        except Exception:  # health bookkeeping must never change the run's outcome
+            logger.warning("recording the provider's health failed", exc_info=True)
 
     def _stream(self, params: dict[str, Any], cancel: CancellationToken) -> Iterator[StreamChunk]:
         if cancel.is_cancelled():

@@ -15,6 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agents.models import Agent
+from agents.pricing import cost_text, run_cost_usd
 from runs import permissions as perms
 from runs import selectors
 from runs.models import AuditEntry, Decision, Message, Run, RunEvent, Thread, Ticket
@@ -135,6 +136,7 @@ def run_record_json(run: Run) -> dict[str, Any]:
         last_event_seq=run.last_event_seq,
         cancel_requested_at=int(cancel_at.timestamp()) if cancel_at else None,
         idempotency_key=run.idempotency_key or None,
+        cost_usd=cost_text(run_cost_usd(run)),
     )
     return record
 

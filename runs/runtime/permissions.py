@@ -256,3 +256,99 @@ def primary_argument(parameters: dict[str, Any] | None) -> str | None:
         return str(required[0])
     properties = parameters.get("properties") or {}
     return next(iter(properties), None)
+
+
+@dataclass(frozen=True)
+class RuleCheck:
+    """One rule looked at by `explain`: whether it matched the call, and why not."""
+
+    position: int  # 1-based, as shown to admins
+    rule: PermissionRule
+    matched: bool
+    detail: str
+
+
+@dataclass(frozen=True)
+class PermissionExplanation:
+    """Which rule decides a call and why (the admin's preview; same result as `evaluate`)."""
+
+    decision: PermissionDecision
+    position: int | None  # 1-based position of the deciding rule; None = default behaviour
+    checks: list[RuleCheck]
+    reason: str
+
+
+def describe_pattern(pattern: ToolPattern) -> str:
+    """What a pattern looks at, in words (the preview explains specificity with it)."""
+    if pattern.tool_regex is not None:
+        kind = "a regex on the tool name"
+    elif pattern.tool_glob is not None and _has_glob(pattern.tool_glob):
+        kind = "a glob on the tool name"
+    else:
+        kind = "an exact tool name"
+    if pattern.arg_regex is not None:
+        kind += f" + a regex on argument '{pattern.arg_field}'"
+    elif pattern.arg_glob is not None:
+        where = f"argument '{pattern.arg_field}'" if pattern.arg_field else "the primary argument"
+        kind += f" + a glob on {where}"
+    return kind
+
+
+def _mismatch(pattern: ToolPattern, tool_name: str, arguments: Any, primary: str | None) -> str:
+    if pattern.tool_regex is not None or (
+        pattern.tool_glob is not None and not fnmatch.fnmatchcase(tool_name, pattern.tool_glob)
+    ):
+        return f"tool name {tool_name!r} does not match"
+    field_name = pattern.arg_field or primary
+    if field_name is None:
+        return "the tool has no primary argument to match"
+    if _lookup(arguments, field_name) is None:
+        return f"argument {field_name!r} is missing"
+    return f"argument {field_name!r} does not match"
+
+
+def explain(
+    policy: PermissionPolicy, tool_name: str, arguments: Any, primary_arg: str | None = None
+) -> PermissionExplanation:
+    """Evaluate a call like `PermissionPolicy.evaluate` and say which rule decided and why."""
+    decision = policy.evaluate(tool_name, arguments, primary_arg)
+    checks: list[RuleCheck] = []
+    for position, rule in enumerate(policy.rules, start=1):
+        matched = rule.pattern.matches(tool_name, arguments, primary_arg)
+        detail = (
+            f"matches ({describe_pattern(rule.pattern)}, specificity {rule.pattern.specificity})"
+            if matched
+            else _mismatch(rule.pattern, tool_name, arguments, primary_arg)
+        )
+        checks.append(RuleCheck(position, rule, matched, detail))
+    matching = [check for check in checks if check.matched]
+    if decision.rule is None:
+        return PermissionExplanation(
+            decision,
+            None,
+            checks,
+            f"No rule matches {tool_name!r}: the default behavior "
+            f"({policy.default_behavior.value}) applies.",
+        )
+    winner = next(check for check in matching if check.rule is decision.rule)
+    label = f"rule {winner.position} ({winner.rule.pattern.source} → {decision.behavior.value})"
+    if len(matching) == 1:
+        reason = f"Only {label} matches."
+    else:
+        outranked = [
+            c for c in matching if _PRECEDENCE[c.rule.behavior] < _PRECEDENCE[decision.behavior]
+        ]
+        same = [c for c in matching if c.rule.behavior is decision.behavior]
+        parts = [f"{len(matching)} rules match; deny beats allow beats ask"]
+        if outranked:
+            parts.append(f"so {decision.behavior.value} wins")
+        if len(same) > 1:
+            best = winner.rule.pattern.specificity
+            tied = [c for c in same if c.rule.pattern.specificity == best]
+            parts.append(
+                f"among the {len(same)} {decision.behavior.value} rules the most specific wins "
+                f"(specificity {best}: {describe_pattern(winner.rule.pattern)})"
+                + ("; on a tie the earlier rule wins" if len(tied) > 1 else "")
+            )
+        reason = ", ".join(parts) + f": {label} decides."
+    return PermissionExplanation(decision, winner.position, checks, reason)

@@ -67,8 +67,8 @@ def events_append(
     return rows
 
 
-def apply_thread_projection(run: Run) -> None:
-    """REFERENCE §2.6: latest/active/open run pointers follow the run's status."""
+def thread_projection(run: Run) -> dict[str, Any]:
+    """REFERENCE §2.6: the thread's latest/active/open run pointers for the run's status."""
     updates: dict[str, Any] = {"latest_run": run.pk, "updated_at": timezone.now()}
     if run.status == RunStatus.CREATED:
         updates.update(active_run=None, open_run=run.pk)
@@ -81,4 +81,8 @@ def apply_thread_projection(run: Run) -> None:
             active_run=Case(When(active_run=run.pk, then=None), default=F("active_run")),
             open_run=Case(When(open_run=run.pk, then=None), default=F("open_run")),
         )
-    Thread.objects.filter(pk=run.thread_id).update(**updates)
+    return updates
+
+
+def apply_thread_projection(run: Run) -> None:
+    Thread.objects.filter(pk=run.thread_id).update(**thread_projection(run))

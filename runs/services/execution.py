@@ -17,13 +17,14 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import Case, F, Q, Value, When
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from agents.models import Agent
 from agents.resolver import VersionResolver
 from agents.services import agent_version_current
-from runs.models import Message, Run, Thread, Ticket
+from runs.models import DELEGATE_TICKET_PREFIX, Message, Run, Thread, Ticket
 from runs.runtime import types as rt
 from runs.runtime.backends import (
     BackendControl,
@@ -76,6 +77,7 @@ def run_claim(*, run_id: Any, worker: str) -> int | None:
         "status": Run.Status.RUNNING,
         "status_reason": "",
         "waiting": None,
+        "started_at": Coalesce("started_at", Value(now)),
         "updated_at": now,
     }
     open_runs = Run.objects.filter(pk=run_id).exclude(status=Run.Status.DONE)
@@ -91,20 +93,22 @@ def run_claim(*, run_id: Any, worker: str) -> int | None:
             )
         if not claimed:
             return None
-        run = Run.objects.get(pk=run_id)
-        if run.started_at is None:
-            Run.objects.filter(pk=run_id).update(started_at=now)
-        apply_thread_projection(run)
-        return run.attempt
+        attempt, thread_id = Run.objects.values_list("attempt", "thread_id").get(pk=run_id)
+        apply_thread_projection(Run(pk=run_id, thread_id=thread_id, status=Run.Status.RUNNING))
+        return int(attempt)
 
 
 def run_release(*, run_id: Any, attempt: int) -> None:
     """Give up the lease; ring again if decisions arrived while we held it, or if the
     segment was interrupted (the worker is shutting down) before the run settled."""
-    Run.objects.filter(pk=run_id, attempt=attempt, status=Run.Status.RUNNING).update(due=True)
-    Run.objects.filter(pk=run_id, attempt=attempt).update(lease_owner="", lease_expires_at=None)
-    due = Run.objects.filter(pk=run_id, due=True).exclude(status=Run.Status.DONE).exists()
-    if due:
+    held = Run.objects.filter(pk=run_id, attempt=attempt).exclude(status=Run.Status.DONE)
+    released = held.update(
+        lease_owner="",
+        lease_expires_at=None,
+        due=Case(When(status=Run.Status.RUNNING, then=Value(True)), default=F("due")),
+    )
+    # a finished run's last checkpoint already gave the lease up: nothing can be due
+    if released and Run.objects.filter(pk=run_id, due=True).exists():
         run_dispatch(run_id)
 
 
@@ -236,6 +240,7 @@ def run_fail(*, run_id: Any, attempt: int | None, message: str) -> bool:
     run.error_payload = {"message": message}
     run.waiting = None
     run.due = False
+    run.lease_owner, run.lease_expires_at = "", None
     run.finished_at = now
     run.updated_at = now
     run.save()
@@ -369,7 +374,7 @@ def run_notify_parent(*, run_id: Any) -> None:
         return
     ticket = Ticket.objects.filter(
         run_id=child.parent_run_id,
-        ticket_id=f"delegate_run:{child.pk}",
+        ticket_id=f"{DELEGATE_TICKET_PREFIX}{child.pk}",
         status=Ticket.Status.PENDING,
     ).first()
     if ticket is None:

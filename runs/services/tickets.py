@@ -176,6 +176,11 @@ def decision_submit(
     where = find_nul({"arguments": arguments, "payload": payload, "comment": comment})
     if where is not None:
         raise InvalidInput(f"NUL characters (\\u0000) are not allowed (at {where})")
+    if ticket.child_run_id and actor.source != SYSTEM.source:
+        raise InvalidInput(
+            f"ticket {ticket.ticket_id} is answered by child run {ticket.child_run_id} when it "
+            "finishes: decide the child's tickets, or cancel the run"
+        )
     if action != "resume":
         _validate(ticket, action, arguments, payload)
     label = actor.name

@@ -7,6 +7,7 @@ from typing import Any
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from agents.pricing import cost_label, run_cost_usd
 from runs import selectors
 from runs.permissions import VIEW, capabilities, require
 from runs.ticket_forms import edit_fields
@@ -18,7 +19,13 @@ def _context(request: HttpRequest, run_id: Any) -> dict[str, Any]:
         raise Http404("no such run")
     for ticket in detail.open_tickets:
         ticket.edit_fields = edit_fields(ticket)  # type: ignore[attr-defined]
-    return {"d": detail, "run": detail.run, "can": capabilities(request.user), "nav": "runs"}
+    return {
+        "d": detail,
+        "run": detail.run,
+        "cost": cost_label(run_cost_usd(detail.run)),
+        "can": capabilities(request.user),
+        "nav": "runs",
+    }
 
 
 @require(VIEW, "view runs")

@@ -94,7 +94,7 @@ def _is_htmx(request: HttpRequest) -> bool:
 def _filter_options() -> tuple[list[str], list[str]]:
     """Agents and tools that have pending tickets (one query, whatever the filters)."""
     pairs = (
-        Ticket.objects.filter(status=Ticket.Status.PENDING)
+        Ticket.objects.for_operators()
         .values_list("run__agent__slug", "tool_name")
         .order_by()  # no default ordering column in the DISTINCT
         .distinct()

@@ -48,6 +48,9 @@ def run_list(request: HttpRequest) -> HttpResponse:
         since=_when(params.get("since", "")),
         until=_when(params.get("until", "")),
         q=params.get("q", "").strip(),
+        provider=params.get("provider", "").strip(),
+        endpoint=params.get("endpoint", "").strip(),
+        reason=params.get("reason", "").strip(),
     )
     cursor = params.get("cursor") or None
     page = selectors.run_list(filters=filters, cursor=cursor)
@@ -66,6 +69,16 @@ def run_list(request: HttpRequest) -> HttpResponse:
             "statuses": Run.Status.values,
             "waiting_reasons": selectors.WAITING_REASONS,
             "agents": Agent.objects.order_by("slug").values_list("slug", flat=True),
+            # set from the dashboard's health panel; kept when the form is resubmitted
+            "extra_filters": [
+                (name, value)
+                for name, value in [
+                    ("provider", filters.provider),
+                    ("endpoint", filters.endpoint),
+                    ("reason", filters.reason),
+                ]
+                if value
+            ],
         },
     )
 

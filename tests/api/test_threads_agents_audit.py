@@ -103,14 +103,19 @@ def test_message_to_a_thread_with_an_unfinished_run_is_409(api):
 def test_agents(api):
     helper = AgentFactory(slug="helper")
     main = AgentFactory(slug="main", description="does things")
-    main.delegates.add(helper)
+    main.delegates.add(helper)  # a draft change: v1 has no delegates
     done_run()
     page = conforms(api.get("/api/v1/agents"), "GET", "/api/v1/agents").json()
     slugs = [a["id"] for a in page["items"]]
     assert "main" in slugs and "helper" in slugs
     one = conforms(api.get("/api/v1/agents/main"), "GET", "/api/v1/agents/{agent_id}").json()
     assert one["description"] == "does things" and one["delegates"] == ["helper"]
-    assert one["tools"] == ["calculator", "write_note"] and one["version"] is None
+    assert one["tools"] == ["calculator", "write_note"] and one["version"] == 1
+    assert one["draft_status"] == "changed" and one["endpoint"] is None
+    assert one["model"] == main.model.slug
+    draft = AgentFactory(slug="draft", published=False)
+    fresh = api.get(f"/api/v1/agents/{draft.slug}").json()
+    assert (fresh["version"], fresh["draft_status"]) == (None, "never_published")
     assert_error(api.get("/api/v1/agents/ghost"), 404, "not_found")
 
 

@@ -71,7 +71,8 @@ def _prepare_database() -> None:
     from django.contrib.auth.models import Group, User
 
     from agents.models import Agent, Model, ModelProvider
-    from agents.services import agent_version_current
+    from agents.services import NothingToPublish, agent_publish
+    from runs.services.audit import Actor
 
     call_command("migrate", verbosity=0, interactive=False)
     with contextlib.redirect_stdout(io.StringIO()):
@@ -98,7 +99,8 @@ def _prepare_database() -> None:
         },
     )
     agent.full_clean()
-    agent_version_current(agent=agent)
+    with contextlib.suppress(NothingToPublish):
+        agent_publish(agent=agent, actor=Actor(label="screenshots", source="cli"))
 
 
 @contextlib.contextmanager

@@ -14,11 +14,11 @@ from agents.models import Note
 from runs.models import Message, Run, RunEvent, Ticket
 from runs.runtime.ports import LeaseLostError
 from runs.services.audit import Actor
-from runs.services.errors import DecisionConflict
+from runs.services.errors import DecisionConflict, InvalidInput
 from runs.services.execution import run_advance, run_claim, run_execute, runs_sweep
 from runs.services.runs import run_cancel, run_start
 from runs.services.tickets import decision_submit
-from tests.factories import call, scripted_agent
+from tests.factories import call, publish, scripted_agent
 from tests.runs.helpers import assert_gap_free, drive, events
 
 
@@ -80,6 +80,7 @@ def test_delegation_runs_a_persisted_child_and_returns_its_answer():
         tools=[],
     )
     parent_agent.delegates.add(child_agent)
+    publish(parent_agent)
     parent = drive(run_start(agent=parent_agent, messages="delegate please"))
     assert parent.status_reason == "natural"
     child = Run.objects.get(parent_run=parent)
@@ -114,12 +115,16 @@ def test_a_child_waiting_on_a_ticket_suspends_the_parent_until_it_finishes():
         tools=[],
     )
     parent_agent.delegates.add(child_agent)
+    publish(parent_agent)
     parent = drive(run_start(agent=parent_agent, messages="go"))
     child = Run.objects.get(parent_run=parent)
     assert (parent.status, child.status) == ("waiting", "waiting")
     parent_ticket = Ticket.objects.get(run=parent)
     assert parent_ticket.ticket_id == f"delegate_run:{child.pk}"
     assert parent_ticket.reason == "agent_delegate:suspended"
+    assert list(Ticket.objects.for_operators()) == [Ticket.objects.get(run=child)]
+    with pytest.raises(InvalidInput, match="answered by child run"):
+        decision_submit(ticket=parent_ticket, action="reject", actor=Actor(label="opa"))
     decision_submit(ticket=Ticket.objects.get(run=child), action="approve")
     child = drive(child)
     assert child.status_reason == "natural"
@@ -141,6 +146,7 @@ def test_cancelling_a_parent_cancels_its_children():
         [{"text": "", "tool_calls": [call("agent_run_slowpoke", {"prompt": "x"})]}], tools=[]
     )
     parent_agent.delegates.add(child_agent)
+    publish(parent_agent)
     parent = drive(run_start(agent=parent_agent, messages="go"))
     run_cancel(run=parent)
     child = Run.objects.get(parent_run=parent)

@@ -8,7 +8,8 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from agents.models import Agent, Model, ModelProvider
-from agents.services import agent_version_current
+from agents.services import NothingToPublish, agent_publish
+from runs.services.audit import Actor
 
 DEMO_AGENTS: list[dict[str, Any]] = [
     {
@@ -82,10 +83,18 @@ class Command(BaseCommand):
             agents[spec["slug"]] = agent
         for spec in DEMO_AGENTS:
             agents[spec["slug"]].delegates.set([agents[d] for d in spec.get("delegates", [])])
-        for agent in agents.values():
+        actor = Actor(label="seed_demo", source="cli")
+        published = []
+        for agent in agents.values():  # delegates come first in DEMO_AGENTS
             agent.full_clean()
-            agent_version_current(agent=agent)
+            try:
+                version = agent_publish(agent=agent, actor=actor, note="demo seed")
+                published.append(f"{agent.slug} v{version.number}")
+            except NothingToPublish:
+                pass  # seeded before and unchanged
         self.stdout.write(f"demo agents: {', '.join(sorted(agents))} (model 'demo', scripted)")
+        if published:
+            self.stdout.write(f"published: {', '.join(published)}")
 
         User = get_user_model()
         user = User.objects.filter(username=admin_username).first()
