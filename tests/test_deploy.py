@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from cryptography.fernet import Fernet
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -18,9 +20,15 @@ def test_check_deploy_is_clean_with_production_settings(tmp_path):
         "SECRET_KEY": secrets.token_urlsafe(50),
         "ALLOWED_HOSTS": "ops.example.com",
         "AWAKEN_VAR_DIR": str(tmp_path),
+        "AWAKEN_ENCRYPTION_KEYS": Fernet.generate_key().decode(),
     }
     env.pop("DATABASE_URL", None)
-    result = subprocess.run(
+    result = _check_deploy(env)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _check_deploy(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
         cwd=ROOT,
         env=env,
@@ -28,7 +36,23 @@ def test_check_deploy_is_clean_with_production_settings(tmp_path):
         text=True,
         timeout=120,
     )
-    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_check_deploy_asks_for_encryption_keys_and_refuses_bad_ones(tmp_path):
+    env = {
+        **os.environ,
+        "DEBUG": "false",
+        "SECRET_KEY": secrets.token_urlsafe(50),
+        "ALLOWED_HOSTS": "ops.example.com",
+        "AWAKEN_VAR_DIR": str(tmp_path),
+    }
+    env.pop("DATABASE_URL", None)
+    env.pop("AWAKEN_ENCRYPTION_KEYS", None)
+    unset = _check_deploy(env)
+    assert unset.returncode != 0 and "awaken.W001" in unset.stderr
+    env["AWAKEN_ENCRYPTION_KEYS"] = f"{Fernet.generate_key().decode()},not-a-key"
+    bad = _check_deploy(env)
+    assert bad.returncode != 0 and "key 2 is not a Fernet key" in bad.stderr
 
 
 def test_production_settings_refuse_to_start_without_a_secret_key(tmp_path):
