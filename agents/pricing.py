@@ -24,7 +24,7 @@ def cost_usd(
     input_price: Decimal | None,
     output_price: Decimal | None,
 ) -> Decimal | None:
-    """input_tokens × input price / 1e6 + output_tokens × output price / 1e6; None when
+    """input_tokens * input price / 1e6 + output_tokens * output price / 1e6; None when
     neither price is set (an unset side counts as free)."""
     if input_price is None and output_price is None:
         return None

@@ -7,6 +7,7 @@ back into the draft, and `agent_version_current` is the version a new run pins.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -131,18 +132,23 @@ def agent_config_errors(
 
 
 def _endpoint_errors(endpoint: RemoteEndpoint) -> list[str]:
+    """What is wrong with a remote agent's endpoint (its own admin checks the address)."""
     try:
-        from agents.endpoints import endpoint_config_errors  # type: ignore[import-not-found]
+        from agents import endpoints
     except ImportError:
-        endpoint_config_errors = None
-    if endpoint_config_errors is not None:
-        found = endpoint_config_errors(endpoint)
-        if isinstance(found, dict):
-            return [f"{key}: {value}" for key, value in found.items()]
-        if isinstance(found, str):
-            return [found] if found else []
-        return [str(item) for item in found or []]
-    return [] if (endpoint.base_url or "").strip() else ["it has no base URL"]
+        endpoints = None  # type: ignore[assignment]
+    check = getattr(endpoints, "endpoint_config_errors", None)
+    if check is None:
+        return [] if (endpoint.base_url or "").strip() else ["it has no base URL"]
+    if "check_address" in inspect.signature(check).parameters:
+        found = check(endpoint, check_address=False)  # no DNS lookups while validating agents
+    else:
+        found = check(endpoint)
+    if isinstance(found, dict):
+        return [f"{key}: {str(value).rstrip('.')}" for key, value in found.items()]
+    if isinstance(found, str):
+        return [found.rstrip(".")] if found else []
+    return [str(item).rstrip(".") for item in found or []]
 
 
 def delegation_cycle(agent: Agent, delegates: Iterable[Agent]) -> list[str] | None:
@@ -198,7 +204,8 @@ def agent_validate(
         max_rounds=agent.max_rounds,
         stop_conditions=agent.stop_conditions,
     )
-    has_model, has_endpoint = agent.model_id is not None, agent.endpoint_id is not None
+    model_id, endpoint_id = agent.model_id, agent.endpoint_id
+    has_model, has_endpoint = model_id is not None, endpoint_id is not None
     if not has_model and not has_endpoint:
         errors["model"] = (
             "Choose a model (a local agent) or a remote endpoint (a remote agent); it has neither."
@@ -208,10 +215,10 @@ def agent_validate(
             "Choose either a model (local agent) or a remote endpoint (remote agent), "
             "not both: clear one of them."
         )
-    if has_model and not Model.objects.filter(pk=agent.model_id).exists():
+    if model_id is not None and not Model.objects.filter(pk=model_id).exists():
         errors["model"] = "The chosen model no longer exists; choose another model."
-    if has_endpoint:
-        endpoint = RemoteEndpoint.objects.filter(pk=agent.endpoint_id).first()
+    if endpoint_id is not None:
+        endpoint = RemoteEndpoint.objects.filter(pk=endpoint_id).first()
         if endpoint is None:
             errors["endpoint"] = "The chosen endpoint no longer exists; choose another one."
         elif not has_model:
@@ -341,7 +348,7 @@ def agent_draft_status(agent: Agent, latest: AgentVersion | None = None) -> Draf
 @transaction.atomic
 def agent_publish(*, agent: Agent, actor: Actor, note: str = "") -> AgentVersion:
     """Freeze the validated draft as the next version; refuses an invalid or unchanged one."""
-    locked = Agent.objects.select_for_update().select_related("model", "endpoint").get(pk=agent.pk)
+    locked = Agent.objects.select_for_update().get(pk=agent.pk)
     errors = agent_publish_errors(locked)
     if errors:
         listed = " ".join(f"{field}: {message}" for field, message in errors.items())

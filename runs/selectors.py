@@ -9,8 +9,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import CharField, Count, Q, QuerySet
 from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast
 from django.utils import timezone
 from django.utils.http import urlencode
 
@@ -127,13 +128,11 @@ def run_list(*, filters: RunFilters, cursor: str | None = None, size: int = PAGE
         runs = runs.filter(thread_id=_uuid_or_none(filters.thread))
     if filters.provider:  # through the pinned version's model
         models = Model.objects.filter(provider__slug=filters.provider).values("slug")
-        runs = runs.alias(
-            spec_model_id=KeyTextTransform("model_id", "agent_version__spec")
-        ).filter(spec_model_id__in=models)
+        model_id = Cast(KeyTextTransform("model_id", "agent_version__spec"), CharField())
+        runs = runs.alias(spec_model_id=model_id).filter(spec_model_id__in=models)
     if filters.endpoint:
-        runs = runs.alias(
-            spec_endpoint_id=KeyTextTransform("endpoint_id", "agent_version__spec")
-        ).filter(spec_endpoint_id=filters.endpoint)
+        endpoint_id = Cast(KeyTextTransform("endpoint_id", "agent_version__spec"), CharField())
+        runs = runs.alias(spec_endpoint_id=endpoint_id).filter(spec_endpoint_id=filters.endpoint)
     if filters.reason:
         runs = runs.filter(status_reason=filters.reason)
     if filters.since:
@@ -370,10 +369,16 @@ def dependency_health(now: dt.datetime) -> list[HealthRow]:
         .annotate(n=Count("pk"))
         .order_by()
     )
-    bucket = {Run.Status.RUNNING: "running", Run.Status.WAITING: "waiting", Run.Status.DONE: "failed"}
+    bucket = {
+        Run.Status.RUNNING: "running",
+        Run.Status.WAITING: "waiting",
+        Run.Status.DONE: "failed",
+    }
     for model_id, endpoint_id, status, n in counts:
-        targets = [rows.get(("provider", provider_of_model.get(model_id) or "")),
-                   rows.get(("endpoint", endpoint_id or ""))]
+        targets = [
+            rows.get(("provider", provider_of_model.get(model_id) or "")),
+            rows.get(("endpoint", endpoint_id or "")),
+        ]
         for row in targets:
             if row is not None:
                 setattr(row, bucket[status], getattr(row, bucket[status]) + n)

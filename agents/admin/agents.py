@@ -1,30 +1,496 @@
-"""Admin for agents (drafts), their published versions and notes."""
+"""Admin for agents: the draft's form (validated), validate / publish, version history with
+diffs and restore, and the permission rules editor with its preview."""
 
 from __future__ import annotations
 
-from django.contrib import admin
+import difflib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import Max
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.views.decorators.http import require_http_methods
 
 from agents.admin.base import AuditedAdmin
 from agents.models import Agent, AgentVersion, Note
+from agents.services import (
+    AgentConfigInvalid,
+    agent_draft_status,
+    agent_permission_update,
+    agent_publish,
+    agent_publish_errors,
+    agent_restore,
+    agent_spec,
+    agent_validate,
+    agent_version_latest,
+    permission_preview,
+    spec_normalized,
+)
+from runs.runtime.permissions import Behavior, PatternError, ToolPattern
+from runs.services.errors import ServiceError
+
+MAX_PREVIEW_ARGUMENTS = 20_000
+
+# -- the draft's form ----------------------------------------------------------------------
 
 
-class AgentVersionInline(admin.TabularInline):
-    model = AgentVersion
-    extra = 0
-    can_delete = False
-    readonly_fields = ("number", "spec", "created_at")
+class AgentAdminForm(forms.ModelForm):
+    """Refuses every invalid configuration with a message on the field to fix."""
 
-    def has_add_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
-        return False
+    class Meta:
+        model = Agent
+        fields = (
+            "slug",
+            "name",
+            "description",
+            "model",
+            "endpoint",
+            "system_prompt",
+            "tools",
+            "permission",
+            "max_rounds",
+            "stop_conditions",
+            "ticket_deadline_seconds",
+            "ticket_default_action",
+            "delegates",
+        )
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        concrete = Agent._meta.concrete_fields
+        candidate = Agent(**{f.attname: getattr(self.instance, f.attname) for f in concrete})
+        candidate._state.adding = self.instance._state.adding
+        for name, value in cleaned.items():
+            if name in {f.name for f in concrete}:
+                setattr(candidate, name, value)
+        if "delegates" in self.fields and "delegates" not in cleaned:
+            return cleaned  # the delegates field has its own error already
+        delegates = list(cleaned.get("delegates") or []) if "delegates" in self.fields else None
+        for field, message in agent_validate(candidate, delegates=delegates).items():
+            if field in self.errors:
+                continue  # that field's own error says more
+            self.add_error(field if field in self.fields else None, message)
+        return cleaned
+
+
+# -- version diffs -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FieldDiff:
+    field: str
+    before: str
+    after: str
+    lines: list[tuple[str, str]]  # (kind: "add" | "del" | "ctx" | "hunk", text)
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+def spec_diff(before: dict[str, Any] | None, after: dict[str, Any]) -> list[FieldDiff]:
+    """Field-by-field differences between two specs, each with a unified diff of its text."""
+    old = spec_normalized(before or {})
+    new = spec_normalized(after)
+    diffs = []
+    for field in [*new, *(key for key in old if key not in new)]:
+        if before is not None and old.get(field) == new.get(field):
+            continue
+        old_text = _text(old.get(field)) if before is not None and field in old else ""
+        new_text = _text(new.get(field)) if field in new else ""
+        lines: list[tuple[str, str]] = []
+        for line in difflib.unified_diff(
+            old_text.splitlines(), new_text.splitlines(), lineterm="", n=3
+        ):
+            if line.startswith(("---", "+++")):
+                continue
+            kind = {"@": "hunk", "+": "add", "-": "del"}.get(line[:1], "ctx")
+            lines.append((kind, line))
+        diffs.append(FieldDiff(field, old_text, new_text, lines))
+    return diffs
+
+
+# -- the permission rules editor -----------------------------------------------------------
+
+
+BEHAVIORS = [(b.value, b.value) for b in Behavior]
+
+
+class RuleForm(forms.Form):
+    tool = forms.CharField(
+        max_length=500,
+        required=True,
+        widget=forms.TextInput(attrs={"size": 50}),
+        help_text='e.g. write_note, file_*, Bash(npm *), Bash(command =~ "(?i)rm")',
+    )
+    behavior = forms.ChoiceField(choices=[("", "—"), *BEHAVIORS])
+    scope = forms.CharField(widget=forms.HiddenInput, required=False)
+
+    def clean_tool(self) -> str:
+        tool = str(self.cleaned_data["tool"]).strip()
+        try:
+            ToolPattern.parse(tool)
+        except PatternError as exc:
+            raise forms.ValidationError(f"{exc}; fix the pattern.") from exc
+        return tool
+
+
+RuleFormSet = forms.formset_factory(RuleForm, extra=2, can_delete=True, can_order=True)
+
+
+class DefaultBehaviorForm(forms.Form):
+    default_behavior = forms.ChoiceField(
+        choices=BEHAVIORS, help_text="What happens when no rule matches a call."
+    )
+
+
+class PreviewForm(forms.Form):
+    tool = forms.CharField(max_length=200, label="Tool name")
+    arguments = forms.CharField(
+        required=False,
+        label="Arguments (JSON object)",
+        widget=forms.Textarea(attrs={"rows": 4, "cols": 60}),
+        max_length=MAX_PREVIEW_ARGUMENTS,
+    )
+
+    def clean_arguments(self) -> dict[str, Any]:
+        raw = (self.cleaned_data.get("arguments") or "").strip() or "{}"
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(
+                f'Arguments must be a JSON object, e.g. {{"command": "ls"}}: {exc}'
+            ) from exc
+        if not isinstance(value, dict):
+            raise forms.ValidationError('Arguments must be a JSON object, e.g. {"command": "ls"}.')
+        return value
+
+
+def _rules_from_formset(formset: Any) -> list[dict[str, Any]]:
+    rows = []
+    for index, form in enumerate(formset.forms):
+        data = form.cleaned_data
+        if not data or data.get("DELETE") or not data.get("tool"):
+            continue
+        order = data.get("ORDER")
+        rows.append((order if order is not None else 10_000 + index, index, data))
+    rules = []
+    for _, _, data in sorted(rows, key=lambda row: (row[0], row[1])):
+        rule = {"tool": data["tool"], "behavior": data["behavior"]}
+        if data.get("scope") and data["scope"] != "project":
+            rule["scope"] = data["scope"]
+        rules.append(rule)
+    return rules
+
+
+def _rules_initial(permission: Any) -> list[dict[str, Any]]:
+    rules = (permission or {}).get("rules") if isinstance(permission, dict) else None
+    initial = []
+    for position, rule in enumerate(rules or [], start=1):
+        if isinstance(rule, dict):
+            initial.append(
+                {
+                    "tool": rule.get("tool", ""),
+                    "behavior": rule.get("behavior", "ask"),
+                    "scope": rule.get("scope", ""),
+                    "ORDER": position,
+                }
+            )
+    return initial
+
+
+# -- the admin -----------------------------------------------------------------------------
 
 
 @admin.register(Agent)
 class AgentAdmin(AuditedAdmin):
-    list_display = ("slug", "name", "model", "max_rounds", "updated_at")
-    list_select_related = ("model",)
+    form = AgentAdminForm
+    list_display = ("slug", "name", "model", "endpoint", "latest_version", "updated_at")
+    list_select_related = ("model", "endpoint")
     search_fields = ("slug", "name")
     filter_horizontal = ("delegates",)
-    inlines = [AgentVersionInline]
+
+    def get_queryset(self, request: HttpRequest) -> Any:
+        return super().get_queryset(request).annotate(_latest=Max("versions__number"))
+
+    @admin.display(description="published", ordering="_latest")
+    def latest_version(self, obj: Agent) -> str:
+        latest = getattr(obj, "_latest", None)
+        return f"v{latest}" if latest else "never"
+
+    def get_urls(self) -> list[Any]:
+        def read(view: Any) -> Any:
+            return self.admin_site.admin_view(require_http_methods(["GET", "HEAD"])(view))
+
+        def write(view: Any) -> Any:
+            return self.admin_site.admin_view(require_http_methods(["GET", "HEAD", "POST"])(view))
+
+        name = f"{self.opts.app_label}_{self.opts.model_name}"
+        return [
+            path("<int:pk>/validate/", read(self.validate_view), name=f"{name}_validate"),
+            path("<int:pk>/publish/", write(self.publish_view), name=f"{name}_publish"),
+            path("<int:pk>/versions/", read(self.versions_view), name=f"{name}_versions"),
+            path(
+                "<int:pk>/versions/draft/diff/",
+                read(self.draft_diff_view),
+                name=f"{name}_draft_diff",
+            ),
+            path(
+                "<int:pk>/versions/<int:number>/diff/",
+                read(self.version_diff_view),
+                name=f"{name}_version_diff",
+            ),
+            path(
+                "<int:pk>/versions/<int:number>/restore/",
+                write(self.restore_view),
+                name=f"{name}_restore",
+            ),
+            path("<int:pk>/permissions/", write(self.permissions_view), name=f"{name}_permissions"),
+            *super().get_urls(),
+        ]
+
+    # -- helpers
+
+    def _agent(self, request: HttpRequest, pk: int, *, change: bool = False) -> Agent:
+        agent = get_object_or_404(Agent.objects.select_related("model", "endpoint"), pk=pk)
+        if not self.has_view_or_change_permission(request, agent):
+            raise PermissionDenied
+        if change and not self.has_change_permission(request, agent):
+            raise PermissionDenied
+        return agent
+
+    def _context(
+        self, request: HttpRequest, agent: Agent, title: str, **extra: Any
+    ) -> dict[str, Any]:
+        return {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "original": agent,
+            "agent": agent,
+            "title": title,
+            "status": agent_draft_status(agent),
+            "has_change_permission": self.has_change_permission(request, agent),
+            **extra,
+        }
+
+    def _url(self, view: str, *args: Any) -> str:
+        return reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_{view}", args=args)
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        agent = Agent.objects.filter(pk=object_id).first() if object_id.isdigit() else None
+        extra = dict(extra_context or {})
+        if agent is not None:
+            extra["draft_status"] = agent_draft_status(agent)
+        return super().change_view(request, object_id, form_url, extra)
+
+    # -- views
+
+    def validate_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        agent = self._agent(request, pk)
+        errors = agent_publish_errors(agent)
+        return TemplateResponse(
+            request,
+            "admin/agents/agent/validate.html",
+            self._context(request, agent, f"Validate {agent.slug}", errors=errors),
+        )
+
+    @staticmethod
+    def _draft_diff(agent: Agent) -> list[FieldDiff]:
+        latest = agent_version_latest(agent)
+        return spec_diff(latest.spec if latest else None, agent_spec(agent))
+
+    def publish_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        agent = self._agent(request, pk, change=True)
+        errors: dict[str, str] = {}
+        refusal = ""
+        note = ""
+        if request.method == "POST":
+            note = request.POST.get("note", "")
+            try:
+                version = agent_publish(agent=agent, actor=self._actor(request), note=note)
+            except AgentConfigInvalid as exc:
+                refusal = f"Not published: the draft of {agent.slug} is invalid; fix these first."
+                errors = {str(k): str(v) for k, v in exc.details.items()}
+            except ServiceError as exc:
+                refusal = f"Not published: {exc.message}."
+            else:
+                messages.success(request, f"Published {agent.slug} v{version.number}.")
+                return HttpResponseRedirect(self._url("versions", agent.pk))
+        else:
+            errors = agent_publish_errors(agent)
+        return TemplateResponse(
+            request,
+            "admin/agents/agent/publish.html",
+            self._context(
+                request,
+                agent,
+                f"Publish {agent.slug}",
+                errors=errors,
+                refusal=refusal,
+                note=note,
+                diff=self._draft_diff(agent),
+            ),
+        )
+
+    def versions_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        agent = self._agent(request, pk)
+        versions = list(
+            AgentVersion.objects.filter(agent=agent)
+            .select_related("published_by")
+            .order_by("-number")
+        )
+        return TemplateResponse(
+            request,
+            "admin/agents/agent/versions.html",
+            self._context(request, agent, f"Versions of {agent.slug}", versions=versions),
+        )
+
+    def version_diff_view(self, request: HttpRequest, pk: int, number: int) -> HttpResponse:
+        agent = self._agent(request, pk)
+        version = AgentVersion.objects.filter(agent=agent, number=number).first()
+        if version is None:
+            raise Http404(f"{agent.slug} has no version {number}")
+        against_raw = request.GET.get("against", "")
+        if against_raw:
+            if not against_raw.isdigit():
+                raise Http404("'against' must be a version number")
+            base = AgentVersion.objects.filter(agent=agent, number=int(against_raw)).first()
+            if base is None:
+                raise Http404(f"{agent.slug} has no version {against_raw}")
+        else:
+            base = (
+                AgentVersion.objects.filter(agent=agent, number__lt=number)
+                .order_by("-number")
+                .first()
+            )
+        return TemplateResponse(
+            request,
+            "admin/agents/agent/diff.html",
+            self._context(
+                request,
+                agent,
+                f"{agent.slug} v{number}",
+                left=f"v{base.number}" if base else "nothing (first version)",
+                right=f"v{number}",
+                version=version,
+                diff=spec_diff(base.spec if base else None, version.spec),
+            ),
+        )
+
+    def draft_diff_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        agent = self._agent(request, pk)
+        latest = agent_version_latest(agent)
+        return TemplateResponse(
+            request,
+            "admin/agents/agent/diff.html",
+            self._context(
+                request,
+                agent,
+                f"{agent.slug}: draft",
+                left=f"v{latest.number}" if latest else "nothing (never published)",
+                right="the draft",
+                version=None,
+                diff=self._draft_diff(agent),
+            ),
+        )
+
+    def restore_view(self, request: HttpRequest, pk: int, number: int) -> HttpResponse:
+        agent = self._agent(request, pk, change=True)
+        version = AgentVersion.objects.filter(agent=agent, number=number).first()
+        if version is None:
+            raise Http404(f"{agent.slug} has no version {number}")
+        if request.method == "POST":
+            try:
+                agent_restore(version=version, actor=self._actor(request))
+            except ServiceError as exc:
+                messages.error(request, exc.message)
+                return HttpResponseRedirect(self._url("versions", agent.pk))
+            messages.success(
+                request, f"Restored v{number} as the draft of {agent.slug}; publish it to use it."
+            )
+            return HttpResponseRedirect(reverse("admin:agents_agent_change", args=[agent.pk]))
+        return TemplateResponse(
+            request,
+            "admin/agents/agent/restore.html",
+            self._context(
+                request,
+                agent,
+                f"Restore {agent.slug} v{number} as the draft",
+                version=version,
+                diff=spec_diff(agent_spec(agent), version.spec),
+            ),
+        )
+
+    def permissions_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        agent = self._agent(request, pk)
+        permission = agent.permission if isinstance(agent.permission, dict) else {}
+        default_initial = {"default_behavior": permission.get("default_behavior") or "ask"}
+        if request.method == "POST":
+            if not self.has_change_permission(request, agent):
+                raise PermissionDenied
+            formset = RuleFormSet(request.POST, prefix="rules")
+            default_form = DefaultBehaviorForm(request.POST)
+            if formset.is_valid() and default_form.is_valid():
+                new = {
+                    "default_behavior": default_form.cleaned_data["default_behavior"],
+                    "rules": _rules_from_formset(formset),
+                }
+                try:
+                    agent_permission_update(agent=agent, permission=new, actor=self._actor(request))
+                except ServiceError as exc:
+                    messages.error(request, exc.message)
+                else:
+                    messages.success(
+                        request,
+                        f"Saved {len(new['rules'])} permission rule(s) into the draft; "
+                        "publish to use them in runs.",
+                    )
+                    return HttpResponseRedirect(self._url("permissions", agent.pk))
+        else:
+            formset = RuleFormSet(initial=_rules_initial(permission), prefix="rules")
+            default_form = DefaultBehaviorForm(initial=default_initial)
+        preview_form = PreviewForm(request.GET or None)
+        previews = []
+        if preview_form.is_bound and preview_form.is_valid():
+            tool = preview_form.cleaned_data["tool"].strip()
+            arguments = preview_form.cleaned_data["arguments"]
+            previews.append(permission_preview(agent_spec(agent), tool, arguments, source="draft"))
+            latest = agent_version_latest(agent)
+            if latest is not None:
+                previews.append(
+                    permission_preview(
+                        spec_normalized(latest.spec), tool, arguments, source=f"v{latest.number}"
+                    )
+                )
+        return TemplateResponse(
+            request,
+            "admin/agents/agent/permissions.html",
+            self._context(
+                request,
+                agent,
+                f"Permission rules of {agent.slug}",
+                formset=formset,
+                default_form=default_form,
+                preview_form=preview_form,
+                previews=previews,
+                published=agent_version_latest(agent),
+            ),
+        )
 
 
 @admin.register(Note)

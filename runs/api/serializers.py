@@ -345,7 +345,7 @@ class RunRecordSerializer(serializers.Serializer):
     cancel_requested_at = serializers.IntegerField(allow_null=True)
     idempotency_key = serializers.CharField(allow_null=True)
     cost_usd = serializers.CharField(
-        allow_null=True, help_text="USD at the model's prices, e.g. \"0.0123\"; null: unpriced."
+        allow_null=True, help_text='USD at the model\'s prices, e.g. "0.0123"; null: unpriced.'
     )
 
 
@@ -367,7 +367,7 @@ class RunSummarySerializer(serializers.Serializer):
     updated_at = serializers.SerializerMethodField()
     finished_at = serializers.SerializerMethodField()
     cost_usd = serializers.SerializerMethodField(
-        help_text="USD at the model's prices, e.g. \"0.0123\"; null: unpriced."
+        help_text='USD at the model\'s prices, e.g. "0.0123"; null: unpriced.'
     )
 
     @extend_schema_field(serializers.CharField(allow_null=True))

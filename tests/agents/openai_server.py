@@ -6,7 +6,8 @@ streaming protocol: chunked `text/event-stream` bodies of `data: {json}\\n\\n` e
 (`object: chat.completion.chunk`, `choices[0].delta`), a final usage chunk with
 `choices: []`, then `data: [DONE]`.
 
-Each request consumes the next behaviour of the queue (`server.script(...)`); when the
+`GET /v1/models` lists `server.models` (or answers with `server.models_error`).
+Each chat request consumes the next behaviour of the queue (`server.script(...)`); when the
 queue is empty the `fallback` behaviour answers (by default a 500 saying so). Request
 bodies and headers (names lower-cased) are recorded in `server.requests` / `server.headers`.
 """
@@ -184,6 +185,24 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         return None
 
+    def do_GET(self) -> None:
+        """`GET /v1/models`: `server.models` as a model list, or `server.models_error`."""
+        owner = self.server.owner
+        owner._record(self.path, None, dict(self.headers.items()))
+        if self.path.rstrip("/") != "/v1/models":
+            self._send_json(
+                404, {"error": {"message": f"no route {self.path}", "type": "not_found"}}
+            )
+            return
+        error = owner.models_error
+        if error is not None:
+            self._send_json(error.status, error.error_body or {}, error.headers)
+            return
+        data = [
+            {"id": m, "object": "model", "created": 0, "owned_by": "test"} for m in owner.models
+        ]
+        self._send_json(200, {"object": "list", "data": data})
+
     def do_POST(self) -> None:
         owner = self.server.owner
         length = int(self.headers.get("Content-Length") or 0)
@@ -280,6 +299,8 @@ class FakeOpenAIServer:
         self._queue: deque[Reply] = deque()
         self._stalled = threading.Event()  # set on stop: releases stalled streams
         self.fallback: Reply = error_reply(500, "fake server: no scripted reply left")
+        self.models: list[str] = ["gpt-test"]
+        self.models_error: Reply | None = None  # set: GET /v1/models answers with it
         self.requests: list[Any] = []
         self.headers: list[dict[str, str]] = []
         self.paths: list[str] = []

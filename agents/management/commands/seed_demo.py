@@ -51,6 +51,15 @@ DEMO_AGENTS: list[dict[str, Any]] = [
         "permission": {"default_behavior": "allow", "rules": []},
         "delegates": ["assistant"],
     },
+    {
+        "slug": "coordinator",
+        "name": "Coordinator (delegates to the note taker)",
+        "description": "Hands note-taking to the approver agent, whose writes need approval.",
+        "system_prompt": "Delegate note-taking to the note taker and report back.",
+        "tools": [],
+        "permission": {"default_behavior": "allow", "rules": []},
+        "delegates": ["approver"],
+    },
 ]
 
 
