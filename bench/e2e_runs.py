@@ -225,6 +225,47 @@ def breakdown(agent: Any, count: int) -> str:
     )
 
 
+FLOOR_TRANSACTIONS = 300
+TRANSACTIONS_PER_RUN = 3  # the run's creation, step 1's checkpoint, step 2's checkpoint + end
+
+
+def orm_floor(agent: Any) -> float:
+    """Step transactions per second in this process, each the least a durable step costs
+    through the ORM: lock the run row, append one event, update the run row. A run needs
+    TRANSACTIONS_PER_RUN of them (more statements each), so nproc x this / 3 bounds the
+    runs/s any per-step ORM checkpointing can reach, before Celery, the model, the tool
+    and PostgreSQL's own CPU take their share of the same cores."""
+    from unittest import mock
+
+    from django.db import transaction
+    from django.db.models import F
+    from django.utils import timezone
+
+    from runs.models import Run, RunEvent
+    from runs.services import dispatch
+    from runs.services.runs import run_start
+
+    with mock.patch.object(dispatch, "_enqueue", lambda run_id: None):
+        run = run_start(agent=agent, messages="floor")
+    seq = Run.objects.values_list("last_event_seq", flat=True).get(pk=run.pk)
+    started = time.perf_counter()
+    for _ in range(FLOOR_TRANSACTIONS):
+        with transaction.atomic():
+            Run.objects.select_for_update().only("id", "last_event_seq").get(pk=run.pk)
+            seq += 1
+            RunEvent.objects.create(
+                run_id=run.pk,
+                seq=seq,
+                event_type="step_end",
+                payload={"event_type": "step_end"},
+                created_at=timezone.now(),
+            )
+            Run.objects.filter(pk=run.pk).update(
+                last_event_seq=seq, steps=F("steps") + 1, updated_at=timezone.now()
+            )
+    return FLOOR_TRANSACTIONS / (time.perf_counter() - started)
+
+
 def run(env: BenchEnv) -> list[Figure]:
     common.print_header("1. End-to-end runs/s vs Celery no-op drain")
     concurrency = int(os.environ.get("BENCH_E2E_CONCURRENCY", "0")) or common.nproc() or 4
@@ -295,6 +336,15 @@ def run(env: BenchEnv) -> list[Figure]:
     print(
         f"  in-process breakdown ({BREAKDOWN_RUNS} runs in this process, workers stopped): "
         f"{breakdown(agent, BREAKDOWN_RUNS)}",
+        flush=True,
+    )
+    floor = orm_floor(agent)
+    ceiling = concurrency * floor / TRANSACTIONS_PER_RUN
+    print(
+        f"  ORM ceiling: a minimal step transaction (lock run, insert event, update run) runs "
+        f"{floor:.0f}/s in one process; {TRANSACTIONS_PER_RUN} per run on {concurrency} "
+        f"processes bound runs/s at {ceiling:.0f} = {ceiling / noop_rate:.2f} x the no-op rate, "
+        "with nothing else (Celery, model, tool, PostgreSQL) using the cores",
         flush=True,
     )
     figures = [
