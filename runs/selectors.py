@@ -289,7 +289,7 @@ def dashboard(now: dt.datetime | None = None) -> Dashboard:
     for status_reason, count in waiting.annotate(n=Count("id")):
         reason = waiting_reason_from_status_reason(status_reason or None).value
         by_reason[reason] = by_reason.get(reason, 0) + count
-    pending = Ticket.objects.filter(status=Ticket.Status.PENDING)
+    pending = Ticket.objects.for_operators()
     failures = list(
         Run.objects.filter(status=Run.Status.DONE)
         .filter(Q(status_reason__in=["error", "timeout"]) | Q(status_reason__startswith="stopped:"))

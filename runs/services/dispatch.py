@@ -26,4 +26,9 @@ def _enqueue(run_id: str) -> None:
 def run_dispatch(run_id: Any) -> None:
     """Enqueue the run once the current transaction commits (immediately outside one)."""
     Run.objects.filter(pk=run_id).update(dispatched_at=timezone.now())
+    enqueue_on_commit(run_id)
+
+
+def enqueue_on_commit(run_id: Any) -> None:
+    """The enqueue alone, for a caller that wrote the run's `dispatched_at` itself."""
     transaction.on_commit(lambda: _enqueue(str(run_id)), robust=True)

@@ -14,9 +14,9 @@ from runs.models import Message, Run, Thread, Ticket, ToolCall
 from runs.runtime import events as ev
 from runs.runtime import types as rt
 from runs.services.audit import SYSTEM, Actor, audit_record
-from runs.services.dispatch import run_dispatch
+from runs.services.dispatch import enqueue_on_commit, run_dispatch
 from runs.services.errors import IllegalTransition, InvalidInput
-from runs.services.events import apply_thread_projection, events_append
+from runs.services.events import apply_thread_projection, events_append, thread_projection
 from runs.store import message_to_row
 
 MAX_MESSAGE_CHARS = 100_000
@@ -64,15 +64,13 @@ def normalize_input_messages(messages: Any) -> list[rt.Message]:
 
 
 def _append_to_thread(thread: Thread, messages: list[rt.Message]) -> list[str]:
-    """Append user input to the locked thread's log; returns the new message ids."""
+    """Append user input to the locked thread's log and raise `thread.message_count`
+    (the caller saves it); returns the new message ids."""
     start = thread.message_count
     Message.objects.bulk_create(
         [message_to_row(thread.pk, start + i + 1, m) for i, m in enumerate(messages)]
     )
     thread.message_count = start + len(messages)
-    Thread.objects.filter(pk=thread.pk).update(
-        message_count=thread.message_count, updated_at=timezone.now()
-    )
     return [m.id for m in messages if m.id]
 
 
@@ -106,11 +104,13 @@ def run_start(
         if existing is not None:
             return existing
     new_messages = normalize_input_messages(messages)
-    if thread is None:
+    if thread is None:  # new: no other transaction sees it before this one commits
         title = next((m.text() for m in new_messages if m.role is rt.Role.USER), "")[:80]
         thread = Thread.objects.create(title=title)
-    thread = Thread.objects.select_for_update().get(pk=thread.pk)
-    open_run = _open_run(thread)
+        open_run = None
+    else:
+        thread = Thread.objects.select_for_update().get(pk=thread.pk)
+        open_run = _open_run(thread)
     if open_run is not None:
         if open_run.status == Run.Status.WAITING:
             run = _run_continue(open_run, thread, new_messages)
@@ -136,6 +136,7 @@ def run_start(
         agent_version=version,
         status=Run.Status.CREATED,
         due=True,
+        dispatched_at=timezone.now(),
         idempotency_key=idempotency_key,
         request=rt.RunRequestSnapshot(
             origin="User",
@@ -145,7 +146,9 @@ def run_start(
         ).to_json(),
         input=_input_for(thread, trigger_ids),
     )
-    apply_thread_projection(run)
+    Thread.objects.filter(pk=thread.pk).update(
+        message_count=thread.message_count, **thread_projection(run)
+    )
     audit_record(
         actor=actor,
         action="run.start",
@@ -158,7 +161,7 @@ def run_start(
             "messages": [m.text() for m in new_messages],
         },
     )
-    run_dispatch(run.pk)
+    enqueue_on_commit(run.pk)
     return run
 
 
@@ -176,6 +179,9 @@ def _run_continue(run: Run, thread: Thread, messages: list[rt.Message]) -> Run:
             dispatch=False,
         )
     trigger_ids = _append_to_thread(thread, messages)
+    Thread.objects.filter(pk=thread.pk).update(
+        message_count=thread.message_count, updated_at=timezone.now()
+    )
     Run.objects.filter(pk=run.pk).update(
         input=_input_for(thread, trigger_ids), due=True, updated_at=timezone.now()
     )
