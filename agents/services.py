@@ -7,7 +7,6 @@ back into the draft, and `agent_version_current` is the version a new run pins.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -132,23 +131,12 @@ def agent_config_errors(
 
 
 def _endpoint_errors(endpoint: RemoteEndpoint) -> list[str]:
-    """What is wrong with a remote agent's endpoint (its own admin checks the address)."""
-    try:
-        from agents import endpoints
-    except ImportError:
-        endpoints = None  # type: ignore[assignment]
-    check = getattr(endpoints, "endpoint_config_errors", None)
-    if check is None:
-        return [] if (endpoint.base_url or "").strip() else ["it has no base URL"]
-    if "check_address" in inspect.signature(check).parameters:
-        found = check(endpoint, check_address=False)  # no DNS lookups while validating agents
-    else:
-        found = check(endpoint)
-    if isinstance(found, dict):
-        return [f"{key}: {str(value).rstrip('.')}" for key, value in found.items()]
-    if isinstance(found, str):
-        return [found.rstrip(".")] if found else []
-    return [str(item).rstrip(".") for item in found or []]
+    """What is wrong with a remote agent's endpoint (its own admin checks the address, so
+    validating an agent does no DNS lookups)."""
+    from agents.endpoints import endpoint_config_errors
+
+    found = endpoint_config_errors(endpoint, check_address=False)
+    return [f"{field}: {message.rstrip('.')}" for field, message in found.items()]
 
 
 def delegation_cycle(agent: Agent, delegates: Iterable[Agent]) -> list[str] | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 VIEW = [
     ("runs", "view_run"),
     ("runs", "view_thread"),
@@ -15,6 +17,7 @@ VIEW = [
     ("agents", "view_agentversion"),
     ("agents", "view_model"),
     ("agents", "view_modelprovider"),
+    ("agents", "view_remoteendpoint"),
     ("agents", "view_note"),
 ]
 OPERATE = [
@@ -29,6 +32,7 @@ CONFIGURE = [
         ("agents", "agent"),
         ("agents", "model"),
         ("agents", "modelprovider"),
+        ("agents", "remoteendpoint"),
     ]
     for verb in ("add", "change", "delete")
 ]
@@ -38,3 +42,22 @@ ROLES: dict[str, list[tuple[str, str]]] = {
     "operator": VIEW + OPERATE,
     "admin": VIEW + OPERATE + CONFIGURE,
 }
+
+
+def sync_roles(apps: Any) -> None:
+    """Create the role groups (and any missing permissions) and grant what ROLES lists;
+    used by the roles migrations with their historical app registry."""
+    from django.contrib.auth.management import create_permissions
+
+    for app_config in apps.get_app_configs():
+        app_config.models_module = True
+        create_permissions(app_config, apps=apps, verbosity=0)
+        app_config.models_module = None
+    Group = apps.get_model("auth", "Group")
+    Permission = apps.get_model("auth", "Permission")
+    for name, perms in ROLES.items():
+        group, _ = Group.objects.get_or_create(name=name)
+        for app_label, codename in perms:
+            group.permissions.add(
+                Permission.objects.get(content_type__app_label=app_label, codename=codename)
+            )

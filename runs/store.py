@@ -330,7 +330,7 @@ class OrmCheckpointStore:
                     arguments=without_nul(state.arguments),
                     resume_mode=state.resume_mode.value,
                     reason=state.suspension_reason or "",
-                    message=messages.get(state.call_id, ""),
+                    message=messages.get(state.call_id) or _question(state.arguments),
                     created_at=now,
                     **deadline,
                 )
@@ -361,6 +361,12 @@ def ticket_deadline(run: Run, now: dt.datetime) -> dict[str, Any]:
         "deadline_at": now + dt.timedelta(seconds=float(seconds)),
         "default_action": spec.get("ticket_default_action") or "reject",
     }
+
+
+def _question(arguments: Any) -> str:
+    """A suspended call's own question (a remote agent's input request), if it has one."""
+    question = arguments.get("question") if isinstance(arguments, dict) else None
+    return str(question) if question else ""
 
 
 def _suspension_messages(events: list[Event]) -> dict[str, str]:

@@ -14,7 +14,8 @@ user's message:
 - `slow`            works until cancelled (and records the cancel).
 
 Every follow-up and cancel is recorded, and so is each request's Authorization header;
-with `token=` set, requests without `Authorization: Bearer <token>` get 401.
+with `token=` set, requests without `Authorization: Bearer <token>` get 401. Any path under
+`/moved` answers a redirect to the cloud metadata address (clients must not follow it).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from a2a.types import (
 )
 from starlette.applications import Starlette
 from starlette.middleware.base import BaseHTTPMiddleware
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, RedirectResponse
 
 
 @dataclass
@@ -111,7 +112,9 @@ class ScriptedExecutor(AgentExecutor):
             except TimeoutError:
                 await updater.failed(updater.new_agent_message([new_text_part("never cancelled")]))
         else:
-            await updater.failed(updater.new_agent_message([new_text_part(f"unknown verb {verb!r}")]))
+            await updater.failed(
+                updater.new_agent_message([new_text_part(f"unknown verb {verb!r}")])
+            )
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         task_id = context.task_id or ""
@@ -121,7 +124,7 @@ class ScriptedExecutor(AgentExecutor):
         await updater.cancel()
 
 
-def agent_card(base_url: str, name: str) -> AgentCard:
+def agent_card(base_url: str, name: str, streaming: bool = True) -> AgentCard:
     return AgentCard(
         name=name,
         description="A scripted A2A agent for tests.",
@@ -129,7 +132,7 @@ def agent_card(base_url: str, name: str) -> AgentCard:
         supported_interfaces=[
             AgentInterface(protocol_binding="HTTP+JSON", url=base_url, protocol_version="1.0")
         ],
-        capabilities=AgentCapabilities(streaming=True),
+        capabilities=AgentCapabilities(streaming=streaming),
         default_input_modes=["text/plain"],
         default_output_modes=["text/plain"],
         skills=[
@@ -147,13 +150,24 @@ class _Recording(BaseHTTPMiddleware):
         header = request.headers.get("authorization", "")
         self.server.recorder.authorization.append(header)
         self.server.recorder.paths.append(request.url.path)
+        if request.url.path.startswith("/moved"):  # a redirect to the metadata service
+            return RedirectResponse("http://169.254.169.254/latest/meta-data", status_code=302)
         if self.server.token and header != f"Bearer {self.server.token}":
             return JSONResponse({"error": {"code": 401, "message": "bad token"}}, status_code=401)
         return await call_next(request)
 
 
 class A2AServer:
-    def __init__(self, *, token: str = "", name: str = "Scripted test agent") -> None:
+    def __init__(
+        self,
+        *,
+        token: str = "",
+        name: str = "Scripted test agent",
+        streaming: bool = True,
+        tenant: str = "",
+    ) -> None:
+        """`streaming=False` advertises no streaming (subscribe is refused: clients poll);
+        `tenant` serves the A2A routes under /<tenant> (an endpoint's `target`)."""
         self.token = token
         self.recorder = Recorder()
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -161,14 +175,17 @@ class A2AServer:
         self._sock.bind(("127.0.0.1", 0))
         self.port = self._sock.getsockname()[1]
         self.base_url = f"http://127.0.0.1:{self.port}"
-        self.card = agent_card(self.base_url, name)
+        self.card = agent_card(self.base_url, name, streaming)
         handler = DefaultRequestHandler(
             agent_executor=ScriptedExecutor(self.recorder),
             task_store=InMemoryTaskStore(),
             agent_card=self.card,
         )
         app = Starlette(
-            routes=[*create_agent_card_routes(self.card), *create_rest_routes(handler)]
+            routes=[
+                *create_agent_card_routes(self.card),
+                *create_rest_routes(handler, path_prefix=f"/{tenant}" if tenant else ""),
+            ]
         )
         app.add_middleware(_Recording, server=self)
         config = uvicorn.Config(app, log_level="warning", lifespan="off")

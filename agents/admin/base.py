@@ -10,9 +10,17 @@ from django.forms.models import model_to_dict
 
 from runs.services.audit import Actor, audit_record
 
+ENCRYPTED_SUFFIX = "_encrypted"
+
 
 def _snapshot(obj: Any) -> dict[str, Any]:
+    """The editable fields, and for each write-only secret (`<name>_encrypted`, not
+    editable, so not in model_to_dict) only whether one is stored: `<name>_stored`."""
     data = model_to_dict(obj)
+    for field in obj._meta.concrete_fields:
+        if field.name.endswith(ENCRYPTED_SUFFIX):
+            stored = bool(getattr(obj, field.attname))
+            data[f"{field.name.removesuffix(ENCRYPTED_SUFFIX)}_stored"] = stored
     return {
         key: (list(value) if isinstance(value, (set, tuple)) else value)
         for key, value in data.items()

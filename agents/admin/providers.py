@@ -18,7 +18,6 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import quote
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponseRedirect
 from django.urls import path, reverse
@@ -29,7 +28,6 @@ from django.views.decorators.http import require_POST
 from agents.admin.base import AuditedAdmin
 from agents.models import Model, ModelProvider
 from agents.providers.health import provider_test_connection
-from runs.services.audit import audit_record
 
 # Set by the client from the API key field, or by the HTTP client itself per connection.
 CREDENTIAL_HEADERS = {"authorization", "proxy-authorization", "cookie"}
@@ -109,7 +107,6 @@ class ModelProviderForm(forms.ModelForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.key_change = ""
         stored = self.instance.pk is not None and self.instance.has_stored_api_key
         self.fields["api_key"].help_text = (
             "A key is stored (encrypted). Leave blank to keep it; type a new one to replace it."
@@ -161,20 +158,7 @@ class ModelProviderForm(forms.ModelForm):
             self.add_error(
                 "clear_api_key", "Either type a new key or clear the stored one, not both."
             )
-        # "set", "cleared" or "" (the stored key is kept); known before the row changes
-        self.key_change = (
-            "set"
-            if data.get("api_key")
-            else "cleared"
-            if data.get("clear_api_key") and self.instance.has_stored_api_key
-            else ""
-        )
         return data
-        if self.cleaned_data.get("api_key"):
-            return "set"
-        if self.cleaned_data.get("clear_api_key") and self.instance.has_stored_api_key:
-            return "cleared"
-        return ""
 
     def save(self, commit: bool = True) -> ModelProvider:
         provider: ModelProvider = super().save(commit=False)
@@ -236,19 +220,6 @@ class ModelProviderAdmin(AuditedAdmin):
         extra_context: dict[str, Any] | None = None,
     ) -> Any:
         return super().changeform_view(request, object_id, form_url, extra_context)
-
-    def save_model(self, request: Any, obj: Any, form: Any, change: bool) -> None:
-        key_change = form.key_change if isinstance(form, ModelProviderForm) else ""
-        with transaction.atomic():
-            super().save_model(request, obj, form, change)
-            if key_change:
-                audit_record(
-                    actor=self._actor(request),
-                    action=f"modelprovider.key_{key_change}",
-                    target_type="modelprovider",
-                    target_id=obj.pk,
-                    after={"api_key_stored": obj.has_stored_api_key},
-                )
 
     # --- test connection ---------------------------------------------------------------------
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ast
 import http.client
-import ipaddress
 import math
 import operator
 import socket
@@ -24,6 +23,7 @@ from django.core.exceptions import ValidationError
 from django.core.mail import BadHeaderError, send_mail
 from django.core.validators import validate_email
 
+from runs.runtime.netguard import AddressRefusedError, vetted_addresses
 from runs.runtime.ports import Tool, ToolCallContext
 from runs.runtime.types import (
     PendingToolCall,
@@ -442,54 +442,6 @@ class FetchError(Exception):
     """A refused URL or address, or an aborted fetch; the message is for the model."""
 
 
-_CGNAT = ipaddress.ip_network("100.64.0.0/10")
-_NAT64 = ipaddress.ip_network("64:ff9b::/96")
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-
-
-def non_public_reason(address: str) -> str | None:
-    """Why `address` must not be fetched from (private, loopback, …), or None if it is public."""
-    ip: IPAddress = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address):
-        embedded: ipaddress.IPv4Address | None = ip.ipv4_mapped or ip.sixtofour
-        if embedded is None and ip in _NAT64:
-            embedded = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-        if embedded is not None:
-            reason = non_public_reason(str(embedded))
-            if reason is not None:
-                return f"{reason} (embedded in {ip})"
-            if ip.ipv4_mapped is not None:
-                return None  # a mapped public IPv4 address is that public address
-    checks = [
-        ("unspecified", ip.is_unspecified),
-        ("loopback", ip.is_loopback),
-        ("link-local", ip.is_link_local),
-        ("multicast", ip.is_multicast),
-        ("reserved", ip.is_reserved),
-        ("shared (CGNAT)", isinstance(ip, ipaddress.IPv4Address) and ip in _CGNAT),
-        ("private", ip.is_private),
-        ("not globally routable", not ip.is_global),
-    ]
-    for label, matched in checks:
-        if matched:
-            return f"{ip} is {label}"
-    return None
-
-
-def resolve_host(host: str, port: int) -> list[str]:
-    """Every address `host` resolves to, in resolver order, without duplicates."""
-    addresses: list[str] = []
-    for family, _type, _proto, _name, sockaddr in socket.getaddrinfo(
-        host, port, type=socket.SOCK_STREAM
-    ):
-        if family not in (socket.AF_INET, socket.AF_INET6):
-            continue
-        address = str(sockaddr[0])
-        if address not in addresses:
-            addresses.append(address)
-    return addresses
-
-
 def open_connection(address: str, port: int, timeout: float) -> socket.socket:
     """A TCP connection to an IP address (no name lookup happens here)."""
     family = socket.AF_INET6 if ":" in address else socket.AF_INET
@@ -613,19 +565,9 @@ class HttpGetTool:
         deadline = time.monotonic() + timeout
         host, port, target, tls = self._parse(url)
         try:
-            addresses = resolve_host(host, port)
-        except (socket.gaierror, UnicodeError) as exc:
-            raise FetchError(f"Could not resolve host '{host}': {exc}.") from None
-        if not addresses:
-            raise FetchError(f"Host '{host}' has no IPv4 or IPv6 address.")
-        if not allow_private:
-            for address in addresses:
-                reason = non_public_reason(address)
-                if reason is not None:
-                    raise FetchError(
-                        f"Refused to fetch {url}: host '{host}' resolves to a non-public "
-                        f"address ({reason})."
-                    )
+            addresses = vetted_addresses(host, port, allow_private=allow_private)
+        except AddressRefusedError as exc:
+            raise FetchError(f"Refused to fetch {url}: {exc}.") from None
         if ctx.cancel.is_cancelled():
             raise FetchError("Cancelled before fetching.")
 

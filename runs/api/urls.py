@@ -7,6 +7,7 @@ from django.http import HttpRequest, JsonResponse
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from agents.api.endpoints import EndpointCheckView, EndpointDetailView, EndpointListView
 from agents.api.views import AgentDetailView, AgentListView
 
 from . import views
@@ -50,6 +51,13 @@ urlpatterns = [
     ),
     path("agents", AgentListView.as_view(), name="api-agents"),
     path("agents/<str:agent_id>", AgentDetailView.as_view(), name="api-agent"),
+    path("endpoints", EndpointListView.as_view(), name="api-endpoints"),
+    path("endpoints/<str:endpoint_id>", EndpointDetailView.as_view(), name="api-endpoint"),
+    path(
+        "endpoints/<str:endpoint_id>/check",
+        EndpointCheckView.as_view(),
+        name="api-endpoint-check",
+    ),
     path("audit", views.AuditListView.as_view(), name="api-audit"),
     path("schema/", login_not_required(SpectacularAPIView.as_view()), name="api-schema"),
     path(

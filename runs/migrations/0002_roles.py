@@ -1,22 +1,10 @@
-from django.contrib.auth.management import create_permissions
 from django.db import migrations
 
 
 def create_roles(apps, schema_editor):
-    from runs.roles import ROLES
+    from runs.roles import sync_roles
 
-    for app_config in apps.get_app_configs():
-        app_config.models_module = True
-        create_permissions(app_config, apps=apps, verbosity=0)
-        app_config.models_module = None
-    Group = apps.get_model("auth", "Group")
-    Permission = apps.get_model("auth", "Permission")
-    for name, perms in ROLES.items():
-        group, _ = Group.objects.get_or_create(name=name)
-        for app_label, codename in perms:
-            group.permissions.add(
-                Permission.objects.get(content_type__app_label=app_label, codename=codename)
-            )
+    sync_roles(apps)
 
 
 def drop_roles(apps, schema_editor):

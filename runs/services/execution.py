@@ -21,6 +21,7 @@ from django.db.models import Case, F, Q, Value, When
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from agents.endpoints import abort_remote_on_commit, endpoint_backend_for_spec
 from agents.models import Agent
 from agents.resolver import VersionResolver
 from agents.services import agent_version_current
@@ -188,8 +189,9 @@ def run_execute(*, run_id: Any, attempt: int, worker: str) -> BackendRunResult:
         previous=record_from_row(run),
         tool_calls=load_open_tool_calls(run.pk),
     )
+    remote = endpoint_backend_for_spec(run.agent_version.spec or {})  # remote (A2A) agents
     with LeaseKeeper(run.pk, attempt, token):
-        return LocalBackend().execute_root(request)
+        return (remote or LocalBackend()).execute_root(request)
 
 
 def run_advance(*, run_id: Any, worker: str | None = None) -> str:
@@ -255,6 +257,7 @@ def run_fail(*, run_id: Any, attempt: int | None, message: str) -> bool:
         now=now,
     )
     apply_thread_projection(run)
+    abort_remote_on_commit(run)
     return True
 
 

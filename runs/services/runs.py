@@ -221,6 +221,9 @@ def run_cancel(*, run: Run, actor: Actor = SYSTEM) -> Run:
 
 
 def _finish_cancelled(run: Run, now: Any) -> None:
+    from agents.endpoints import abort_remote_on_commit
+
+    abort_remote_on_commit(run)
     Ticket.objects.filter(run=run, status=Ticket.Status.PENDING).update(
         status=Ticket.Status.CANCELLED, closed_at=now
     )

@@ -220,7 +220,7 @@ def test_the_api_key_never_leaks(client, server, debug_logs):
         assert key not in json.dumps(
             [entry.action, entry.before, entry.after, entry.comment], default=str
         )
-    assert AuditEntry.objects.filter(action="modelprovider.key_set").exists()
+    assert AuditEntry.objects.filter(action="modelprovider.update").exists()
     assert key not in every_row_of_every_table()
     assert key not in json.dumps(Run.objects.get(pk=failed.pk).error_payload)
     provider = ModelProvider.objects.get(pk=provider.pk)

@@ -20,6 +20,7 @@ from django.core import mail
 
 from agents.tools import UnknownToolError, builtin, get_tool, registry, tool_names
 from agents.tools.registry import ToolRegistry, default_registry
+from runs.runtime import netguard
 from runs.runtime.ports import CancellationToken, ToolCallContext
 from runs.runtime.types import (
     ResumeDecisionAction,
@@ -570,7 +571,7 @@ def test_http_get_refuses_ip_literal_urls_for_private_ranges(
     "address", ["93.184.216.34", "8.8.8.8", "2606:4700:4700::1111", "::ffff:8.8.8.8"]
 )
 def test_public_addresses_pass_the_guard(address: str) -> None:
-    assert builtin.non_public_reason(address) is None
+    assert netguard.non_public_reason(address) is None
 
 
 def test_http_get_reports_unresolvable_host(
@@ -582,7 +583,7 @@ def test_http_get_reports_unresolvable_host(
     monkeypatch.setattr(builtin.socket, "getaddrinfo", getaddrinfo)
     result = run_tool("http_get", {"url": "http://does-not-exist.invalid/"})
     assert result.status is ToolStatus.ERROR
-    assert "Could not resolve host" in (result.message or "")
+    assert "could not resolve host" in (result.message or "")
 
 
 @pytest.mark.parametrize(

@@ -72,6 +72,9 @@ def test_schema_is_public_and_describes_every_endpoint(client: Client):
         "/api/v1/threads/{thread_id}/messages": {"get", "post"},
         "/api/v1/agents": {"get"},
         "/api/v1/agents/{agent_id}": {"get"},
+        "/api/v1/endpoints": {"get"},
+        "/api/v1/endpoints/{endpoint_id}": {"get"},
+        "/api/v1/endpoints/{endpoint_id}/check": {"post"},
         "/api/v1/audit": {"get"},
     }
     assert set(paths) == set(expected)

@@ -1,3 +1,5 @@
+from .a2a import A2ABackend, A2AConfig, A2AConfigError
+from .a2a import validate as a2a_validate
 from .base import (
     AgentResolver,
     BackendCapabilities,
@@ -16,6 +18,9 @@ from .delegate import DelegateTool, delegate_tool_name
 from .local import LocalBackend, map_termination
 
 __all__ = [
+    "A2ABackend",
+    "A2AConfig",
+    "A2AConfigError",
     "AgentResolver",
     "BackendCapabilities",
     "BackendControl",
@@ -28,6 +33,7 @@ __all__ = [
     "DelegateTool",
     "ExecutionBackendError",
     "LocalBackend",
+    "a2a_validate",
     "delegate_tool_name",
     "map_termination",
     "validate_delegate_request",

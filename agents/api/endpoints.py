@@ -1,0 +1,131 @@
+"""Remote endpoints over the REST API: `GET /api/v1/endpoints`, `GET /api/v1/endpoints/{slug}`
+and `POST /api/v1/endpoints/{slug}/check` (fetch the agent card, record health).
+
+The bearer token is never returned: only whether one is stored (`has_token`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from agents.endpoints import endpoint_health_check
+from agents.models import RemoteEndpoint
+from runs.api.auth import actor_for
+from runs.api.base import ApiView
+from runs.api.errors import error_responses
+from runs.services.errors import NotFound
+
+VIEW_ENDPOINT = "agents.view_remoteendpoint"
+CHECK_ENDPOINT = "agents.change_remoteendpoint"  # a check writes the endpoint's health
+
+
+class EndpointSerializer(serializers.Serializer):
+    id = serializers.CharField(source="slug", help_text="Endpoint id (slug).")
+    name = serializers.CharField()
+    backend = serializers.CharField(help_text="Protocol: a2a.")
+    base_url = serializers.CharField()
+    target = serializers.CharField(allow_blank=True, help_text="Remote agent / tenant segment.")
+    timeout_ms = serializers.IntegerField()
+    poll_interval_ms = serializers.IntegerField()
+    history_length = serializers.IntegerField(allow_null=True)
+    has_token = serializers.BooleanField(help_text="A bearer token is stored (never returned).")
+    health = serializers.CharField(help_text="unknown, healthy or failing.")
+    health_error = serializers.CharField(allow_blank=True)
+    health_checked_at = serializers.DateTimeField(allow_null=True)
+    agents = serializers.SerializerMethodField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_agents(self, endpoint: RemoteEndpoint) -> list[str]:
+        return sorted(agent.slug for agent in endpoint.agents.all())
+
+
+class EndpointListSerializer(serializers.Serializer):
+    items = EndpointSerializer(many=True)
+
+
+class EndpointCheckSerializer(serializers.Serializer):
+    ok = serializers.BooleanField()
+    card_name = serializers.CharField(allow_blank=True, help_text="The agent card's name.")
+    error = serializers.CharField(allow_blank=True, help_text="Why the check failed.")
+    endpoint = EndpointSerializer()
+
+
+SLUG = OpenApiParameter(
+    "endpoint_id", OpenApiTypes.STR, OpenApiParameter.PATH, description="Endpoint slug."
+)
+
+
+def _endpoints() -> Any:
+    return RemoteEndpoint.objects.prefetch_related("agents")
+
+
+def _endpoint(slug: str) -> RemoteEndpoint:
+    endpoint = _endpoints().filter(slug=slug).first()
+    if endpoint is None:
+        raise NotFound(f"endpoint {slug} not found")
+    return endpoint
+
+
+class EndpointListView(ApiView):
+    required_perms = {"GET": VIEW_ENDPOINT}
+
+    @extend_schema(
+        operation_id="endpoints_list",
+        summary="Remote endpoints (A2A agents elsewhere)",
+        tags=["endpoints"],
+        responses={200: EndpointListSerializer, **error_responses()},
+    )
+    def get(self, request: Request) -> Response:
+        endpoints = _endpoints().order_by("slug")
+        return Response({"items": EndpointSerializer(endpoints, many=True).data})
+
+
+class EndpointDetailView(ApiView):
+    required_perms = {"GET": VIEW_ENDPOINT}
+
+    @extend_schema(
+        operation_id="endpoints_retrieve",
+        summary="A remote endpoint",
+        tags=["endpoints"],
+        parameters=[SLUG],
+        responses={200: EndpointSerializer, **error_responses(404)},
+    )
+    def get(self, request: Request, endpoint_id: str) -> Response:
+        return Response(EndpointSerializer(_endpoint(endpoint_id)).data)
+
+
+class EndpointCheckView(ApiView):
+    required_perms = {"POST": CHECK_ENDPOINT}
+
+    @extend_schema(
+        operation_id="endpoints_check",
+        summary="Check an endpoint's health (fetch its agent card)",
+        description=(
+            "Fetches the remote agent card with the saved settings (through the SSRF guard) "
+            "and records the endpoint's health. A failing check is still a 200: `ok` is false "
+            "and `error` says why."
+        ),
+        tags=["endpoints"],
+        parameters=[SLUG],
+        request=None,
+        responses={200: EndpointCheckSerializer, **error_responses(404)},
+    )
+    def post(self, request: Request, endpoint_id: str) -> Response:
+        endpoint = _endpoint(endpoint_id)
+        result = endpoint_health_check(endpoint=endpoint, actor=actor_for(request))
+        endpoint = _endpoint(endpoint_id)
+        return Response(
+            {
+                "ok": result.ok,
+                "card_name": result.card_name,
+                "error": result.error,
+                "endpoint": EndpointSerializer(endpoint).data,
+            }
+        )
