@@ -339,12 +339,15 @@ def run(env: BenchEnv) -> list[Figure]:
         flush=True,
     )
     floor = orm_floor(agent)
-    ceiling = concurrency * floor / TRANSACTIONS_PER_RUN
+    # the machine's time per run, if a run cost only its step transactions and its task
+    bound = 1 / (TRANSACTIONS_PER_RUN / (concurrency * floor) + 1 / noop_rate)
     print(
-        f"  ORM ceiling: a minimal step transaction (lock run, insert event, update run) runs "
-        f"{floor:.0f}/s in one process; {TRANSACTIONS_PER_RUN} per run on {concurrency} "
-        f"processes bound runs/s at {ceiling:.0f} = {ceiling / noop_rate:.2f} x the no-op rate, "
-        "with nothing else (Celery, model, tool, PostgreSQL) using the cores",
+        f"  bound: a minimal ORM step transaction (lock run, insert event, update run) runs "
+        f"{floor:.0f}/s in one process; {TRANSACTIONS_PER_RUN} of them per run on "
+        f"{concurrency} processes plus one Celery task per run leave at most "
+        f"1 / ({TRANSACTIONS_PER_RUN}/{concurrency * floor:.0f} + 1/{noop_rate:.0f}) = "
+        f"{bound:.0f} runs/s = {bound / noop_rate:.2f} x the no-op rate, before the model, "
+        "the tool, messages, tool calls and PostgreSQL's own CPU take their share",
         flush=True,
     )
     figures = [
