@@ -16,9 +16,9 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
+from agents.health import health_record
 from agents.models import Health, RemoteEndpoint
 from agents.secrets import SecretError
 from runs.runtime.backends.a2a import (
@@ -162,17 +162,7 @@ def endpoint_config(endpoint: RemoteEndpoint) -> A2AConfig:
 
 def endpoint_record_health(*, endpoint_id: Any, ok: bool, error: str = "", at: Any = None) -> bool:
     """Record a check's or a call's outcome, unless a newer one was recorded meanwhile."""
-    at = at or timezone.now()
-    updated = (
-        RemoteEndpoint.objects.filter(pk=endpoint_id)
-        .filter(Q(health_checked_at__isnull=True) | Q(health_checked_at__lte=at))
-        .update(
-            health=Health.HEALTHY if ok else Health.FAILING,
-            health_error="" if ok else error[:2000],
-            health_checked_at=at,
-        )
-    )
-    return bool(updated)
+    return health_record(RemoteEndpoint, endpoint_id, error=None if ok else error, at=at)
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Q
-from django.utils import timezone
 
 from agents import secrets
+from agents.health import ERROR_LIMIT, health_record
 from agents.models import Health, ModelProvider
 from runs.runtime.ports import ModelError
 from runs.services.audit import Actor, audit_record
@@ -25,7 +24,6 @@ from .openai_client import DEFAULT_BASE_URL, OpenAIChatClient
 
 logger = logging.getLogger(__name__)
 
-ERROR_LIMIT = 2000
 TEST_TIMEOUT_SECONDS = 20.0
 MODELS_SHOWN = 20
 
@@ -37,19 +35,10 @@ def provider_health_record(
     only_if_changed: bool = False,
     now: dt.datetime | None = None,
 ) -> bool:
-    """Record a check's outcome: healthy when `error` is None, else failing with it.
-    Returns whether the row changed."""
-    now = now or timezone.now()
-    rows = ModelProvider.objects.filter(pk=provider_id).filter(
-        Q(health_checked_at__isnull=True) | Q(health_checked_at__lte=now)
+    """Record a check's outcome: healthy when `error` is None, else failing with it."""
+    return health_record(
+        ModelProvider, provider_id, error=error, at=now, only_if_changed=only_if_changed
     )
-    if error is None:
-        if only_if_changed:
-            rows = rows.exclude(health=Health.HEALTHY)
-        changes = {"health": Health.HEALTHY, "health_error": ""}
-    else:
-        changes = {"health": Health.FAILING, "health_error": error[:ERROR_LIMIT]}
-    return bool(rows.update(**changes, health_checked_at=now))
 
 
 class HealthReporter:
