@@ -6,7 +6,7 @@ import json
 import time
 from typing import Any, Protocol
 
-from runs.models import Run, RunEvent, Ticket
+from runs.models import DELEGATE_TICKET_PREFIX, Run, RunEvent, Ticket
 
 
 class Writer(Protocol):
@@ -68,18 +68,61 @@ def follow_run(run_id: Any, out: Writer, *, after_seq: int = 0, timeout: float =
         time.sleep(0.1)
 
 
+def event_marks(run: Run) -> dict[Any, int]:
+    """The last event seq of the run and of each of its ancestors, to follow them from."""
+    marks: dict[Any, int] = {}
+    current: Run | None = run
+    while current is not None and current.pk not in marks:
+        marks[current.pk] = current.last_event_seq
+        current = current.parent_run
+    return marks
+
+
+def follow_parents(run: Run, out: Writer, marks: dict[Any, int], *, timeout: float) -> Run:
+    """A finished child answers its parent's wait: follow each parent it resumes."""
+    while run.status == Run.Status.DONE and run.parent_run_id is not None:
+        parent_id = run.parent_run_id
+        if parent_id not in marks:
+            break
+        wait = Ticket.objects.filter(
+            run_id=parent_id,
+            ticket_id=f"{DELEGATE_TICKET_PREFIX}{run.pk}",
+            status=Ticket.Status.PENDING,
+        )
+        deadline = time.monotonic() + timeout
+        while wait.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        out.write(f"\nparent run {parent_id} resumes with the answer of child run {run.pk}\n")
+        run = follow_run(parent_id, out, after_seq=marks[parent_id], timeout=timeout)
+        describe_outcome(run, out)
+    return run
+
+
 def describe_outcome(run: Run, out: Writer) -> None:
     out.write(f"\nrun {run.pk}: {run.status} ({run.status_reason or '-'})\n")
     if run.status == Run.Status.DONE and run.final_output:
         out.write(f"answer: {run.final_output}\n")
     if run.error_payload:
         out.write(f"error: {run.error_payload.get('message')}\n")
+    describe_tickets(run, out)
+
+
+def describe_tickets(run: Run, out: Writer, indent: str = "") -> None:
+    """The run's open tickets with the command deciding each; a wait on a child run is
+    answered by the child, so the child's tickets are listed under it instead."""
     for ticket in Ticket.objects.filter(run=run, status=Ticket.Status.PENDING):
+        child = Run.objects.filter(pk=ticket.child_run_id).first() if ticket.child_run_id else None
+        if child is not None:
+            out.write(
+                f"{indent}waiting for child run {child.pk} ({child.agent.slug}, {child.status})\n"
+            )
+            describe_tickets(child, out, indent + "  ")
+            continue
         what = ticket.message or _short(ticket.arguments)
-        out.write(f"ticket {ticket.pk}  {ticket.tool_name}  {what}\n")
+        out.write(f"{indent}ticket {ticket.pk}  {ticket.tool_name}  {what}\n")
         verbs = (
             "respond --payload JSON | reject"
             if ticket.resume_mode == "use_decision_as_tool_result"
             else "approve | reject | edit --args JSON"
         )
-        out.write(f"  decide with: python manage.py decide {ticket.pk} {verbs}\n")
+        out.write(f"{indent}  decide with: python manage.py decide {ticket.pk} {verbs}\n")

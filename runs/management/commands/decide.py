@@ -6,7 +6,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from runs.cli import describe_outcome, follow_run
+from runs.cli import describe_outcome, event_marks, follow_parents, follow_run
 from runs.models import Ticket
 from runs.services.audit import Actor
 from runs.services.errors import ServiceError
@@ -53,7 +53,7 @@ class Command(BaseCommand):
             from runs.embedded import start_embedded_worker
 
             start_embedded_worker()
-        after = ticket.run.last_event_seq
+        marks = event_marks(ticket.run)
         try:
             decision = decision_submit(
                 ticket=ticket,
@@ -70,5 +70,8 @@ class Command(BaseCommand):
         )
         if opts["no_follow"]:
             return
-        run = follow_run(ticket.run_id, self.stdout, after_seq=after, timeout=opts["timeout"])
+        run = follow_run(
+            ticket.run_id, self.stdout, after_seq=marks[ticket.run_id], timeout=opts["timeout"]
+        )
         describe_outcome(run, self.stdout)
+        follow_parents(run, self.stdout, marks, timeout=opts["timeout"])
