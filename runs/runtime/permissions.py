@@ -97,7 +97,12 @@ class ToolPattern:
             score += 2
         return score
 
-    def matches(self, tool_name: str, arguments: Any, primary_arg: str | None) -> bool:
+    def matches(
+        self, tool_name: str, arguments: Any, primary_arg: str | None, *, every: bool = False
+    ) -> bool:
+        """Whether the call matches. An argument pattern on a list argument tests its
+        elements: any of them must match, or with `every` all of them (an empty list
+        matches nothing)."""
         if self.tool_regex is not None:
             return self.tool_regex.fullmatch(tool_name) is not None
         assert self.tool_glob is not None
@@ -111,6 +116,14 @@ class ToolPattern:
         value = _lookup(arguments, field_name)
         if value is None:
             return False
+        if isinstance(value, list):
+            if not value:
+                return False
+            check = all if every else any
+            return check(self._value_matches(item) for item in value)
+        return self._value_matches(value)
+
+    def _value_matches(self, value: Any) -> bool:
         text = value if isinstance(value, str) else str(value)
         if self.arg_regex is not None:
             return self.arg_regex.search(text) is not None
@@ -189,6 +202,13 @@ class PermissionRule:
     def to_json(self) -> dict[str, Any]:
         return {"tool": self.pattern.source, "behavior": self.behavior.value, "scope": self.scope}
 
+    def matches(self, tool_name: str, arguments: Any, primary_arg: str | None) -> bool:
+        """Lists are judged conservatively: an allow rule needs every element to match
+        (one outside recipient is not allowed by `send_email(to ~ "*@example.com")`), a
+        deny or ask rule catches a call if any element matches."""
+        every = self.behavior is Behavior.ALLOW
+        return self.pattern.matches(tool_name, arguments, primary_arg, every=every)
+
 
 @dataclass(frozen=True)
 class PermissionDecision:
@@ -227,9 +247,7 @@ class PermissionPolicy:
     def evaluate(
         self, tool_name: str, arguments: Any, primary_arg: str | None = None
     ) -> PermissionDecision:
-        matching = [
-            rule for rule in self.rules if rule.pattern.matches(tool_name, arguments, primary_arg)
-        ]
+        matching = [rule for rule in self.rules if rule.matches(tool_name, arguments, primary_arg)]
         if not matching:
             return PermissionDecision(self.default_behavior, None)
         best = max(
@@ -314,7 +332,7 @@ def explain(
     decision = policy.evaluate(tool_name, arguments, primary_arg)
     checks: list[RuleCheck] = []
     for position, rule in enumerate(policy.rules, start=1):
-        matched = rule.pattern.matches(tool_name, arguments, primary_arg)
+        matched = rule.matches(tool_name, arguments, primary_arg)
         detail = (
             f"matches ({describe_pattern(rule.pattern)}, specificity {rule.pattern.specificity})"
             if matched

@@ -21,9 +21,11 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 ROOT = Path(__file__).resolve().parents[2]
 OPERATOR = ("dana", "screenshots-pw-1")
+ADMIN = ("ada", "screenshots-pw-2")
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -41,6 +43,14 @@ PAGES = [  # file name, path (or a key of the demo's ids), what must be shown fi
     ("thread-detail", "thread:waiting", None),
     ("inbox", "/inbox/", "h1 .conn"),
     ("audit", "/audit/", None),
+]
+ADMIN_PAGES = [  # file name, path under /admin/agents/agent/<approver>/ (query string included)
+    ("agent-version-diff", "versions/2/diff/"),
+    (
+        "agent-rules-preview",
+        "permissions/?tool=send_email&arguments="
+        + quote('{"to": ["ops@example.com", "press@competitor.example"]}'),
+    ),
 ]
 
 
@@ -101,6 +111,22 @@ def _prepare_database() -> None:
     agent.full_clean()
     with contextlib.suppress(NothingToPublish):
         agent_publish(agent=agent, actor=Actor(label="screenshots", source="cli"))
+    admin = User.objects.create_superuser(ADMIN[0], "", ADMIN[1])
+    # a second version of the note taker, for the version diff: no emails to competitors
+    approver = Agent.objects.get(slug="approver")
+    approver.system_prompt += " Never email competitors."
+    approver.permission = {
+        "default_behavior": "allow",
+        "rules": [
+            {"tool": "write_note", "behavior": "ask"},
+            {"tool": 'send_email(to ~ "*@competitor.example")', "behavior": "deny"},
+            {"tool": "send_email", "behavior": "ask"},
+        ],
+    }
+    approver.save()
+    agent_publish(
+        agent=approver, actor=Actor(user=admin, source="admin"), note="deny emails to competitors"
+    )
 
 
 @contextlib.contextmanager
@@ -232,6 +258,28 @@ def _capture(page: Any, demo: Demo, out: Path) -> list[Path]:
     return written
 
 
+def _capture_admin(context: Any, out: Path) -> list[Path]:
+    """The configuration pages, as an admin (a second session in the same browser)."""
+    from agents.models import Agent
+
+    context.clear_cookies()
+    page = context.new_page()
+    page.goto("/admin/login/")
+    page.get_by_label("Username").fill(ADMIN[0])
+    page.get_by_label("Password").fill(ADMIN[1])
+    page.get_by_role("button", name="Log in").click()
+    page.locator("#user-tools").wait_for()
+    base = f"/admin/agents/agent/{Agent.objects.get(slug='approver').pk}/"
+    written = []
+    for name, where in ADMIN_PAGES:
+        page.goto(base + where)
+        page.wait_for_load_state("networkidle")
+        target = out / f"{name}.png"
+        page.screenshot(path=str(target), full_page=True)
+        written.append(target)
+    return written
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "static" / "docs")
@@ -272,6 +320,7 @@ def main(argv: list[str] | None = None) -> int:
             demo = Demo(page)
             _create_demo_data(demo)
             written = _capture(page, demo, out)
+            written += _capture_admin(context, out)
             browser.close()
     for path in written:
         print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")

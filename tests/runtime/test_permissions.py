@@ -350,3 +350,23 @@ def test_unconditionally_denied_tools_are_not_offered_to_the_model() -> None:
 )
 def test_primary_argument(parameters: dict | None, expected: str | None) -> None:
     assert primary_argument(parameters) == expected
+
+
+def test_a_pattern_on_a_list_argument_tests_its_elements_conservatively() -> None:
+    policy = PermissionPolicy.from_json(
+        {
+            "default_behavior": "ask",
+            "rules": [
+                {"tool": 'send_email(to ~ "*@example.com")', "behavior": "allow"},
+                {"tool": 'send_email(to ~ "ceo@*")', "behavior": "deny"},
+            ],
+        }
+    )
+
+    def behavior(to: list[str]) -> str:
+        return policy.evaluate("send_email", {"to": to}).behavior.value
+
+    assert behavior(["ops@example.com", "dev@example.com"]) == "allow"  # every element
+    assert behavior(["ops@example.com", "someone@elsewhere.org"]) == "ask"  # not every
+    assert behavior(["ops@example.com", "ceo@example.com"]) == "deny"  # any element
+    assert behavior([]) == "ask"  # an empty list matches no argument pattern
