@@ -267,10 +267,21 @@ def run_abort_remote(*, run_id: Any) -> str | None:
 
 
 def abort_remote_on_commit(run: Any) -> None:
-    """A run ended outside a worker (cancelled while waiting, failed by the sweep): cancel
-    its remote task once that commits. Runs without remote state cost nothing."""
+    """A run ended outside a worker (cancelled while waiting, failed by the sweep): once
+    that commits, a worker cancels its remote task (the request that cancelled does not
+    wait for the remote server). Runs without remote state cost nothing."""
     extensions = (run.state or {}).get("extensions") or {}
     if not extensions.get(REMOTE_STATE_KEY):
         return
-    run_id = run.pk
-    transaction.on_commit(lambda: run_abort_remote(run_id=run_id))
+    run_id = str(run.pk)
+    transaction.on_commit(lambda: _enqueue_abort(run_id), robust=True)
+
+
+def _enqueue_abort(run_id: str) -> None:
+    from runs.tasks import abort_remote
+
+    try:
+        abort_remote.delay(run_id)
+    except Exception:  # broker down: do it here rather than leave the remote task running
+        logger.warning("could not enqueue the remote abort of run %s; aborting inline", run_id)
+        run_abort_remote(run_id=run_id)

@@ -15,3 +15,11 @@ def advance_run(run_id: str) -> str:
 @shared_task(name="runs.sweep", ignore_result=True)
 def sweep() -> dict[str, int]:
     return runs_sweep()
+
+
+@shared_task(name="runs.abort_remote", ignore_result=True)
+def abort_remote(run_id: str) -> str | None:
+    """Cancel the remote (A2A) task of a run that ended outside a worker."""
+    from agents.endpoints import run_abort_remote
+
+    return run_abort_remote(run_id=run_id)

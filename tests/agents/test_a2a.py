@@ -281,15 +281,22 @@ def test_cancelling_a_run_aborts_the_remote_task_within_a_second(server, allow_p
 
 @pytest.mark.django_db
 def test_cancelling_a_waiting_remote_run_aborts_its_task(
-    server, allow_private, django_capture_on_commit_callbacks
+    server, allow_private, django_capture_on_commit_callbacks, monkeypatch
 ):
+    from runs import tasks
+
     run = drive(run_start(agent=remote_agent(server), messages="ask Which account?"))
     assert run.status == "waiting"
     task_id = remote_state(run)["task_id"]
+    enqueued: list[str] = []
+    monkeypatch.setattr(tasks.abort_remote, "delay", enqueued.append)
     with django_capture_on_commit_callbacks(execute=True):
         run_cancel(run=run)
     run.refresh_from_db()
     assert (run.status, run.status_reason) == ("done", "cancelled")
+    # the cancelling request only enqueues the abort; a worker runs it
+    assert enqueued == [str(run.pk)] and server.recorder.cancelled == []
+    tasks.abort_remote(enqueued[0])
     assert server.wait_for(lambda r: r.cancelled == [task_id])
     assert Ticket.objects.get(run=run).status == "cancelled"
 
