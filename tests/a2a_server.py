@@ -11,7 +11,8 @@ user's message:
                     same task completes it with "Thanks: <follow-up>";
 - `auth <text>`     goes auth-required with `<text>`;
 - `fail <text>`     fails with `<text>`; `reject <text>` rejects with it;
-- `slow`            works until cancelled (and records the cancel).
+- `slow`            works until cancelled (and records the cancel);
+- `wait <s> <text>` works for `<s>` seconds, then completes with `<text>`.
 
 Every follow-up and cancel is recorded, and so is each request's Authorization header;
 with `token=` set, requests without `Authorization: Bearer <token>` get 401. Any path under
@@ -105,6 +106,11 @@ class ScriptedExecutor(AgentExecutor):
             await updater.failed(updater.new_agent_message([new_text_part(rest)]))
         elif verb == "reject":
             await updater.reject(updater.new_agent_message([new_text_part(rest)]))
+        elif verb == "wait":
+            seconds, _, answer = rest.partition(" ")
+            await asyncio.sleep(float(seconds))
+            await updater.add_artifact([new_text_part(answer)], name="answer")
+            await updater.complete()
         elif verb == "slow":
             stop = self._cancel_events.setdefault(task_id, asyncio.Event())
             try:

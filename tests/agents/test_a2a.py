@@ -5,6 +5,7 @@ leaking (admin, API, logs, audit)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import threading
 import time
@@ -38,9 +39,10 @@ from runs.runtime.loop import RunIdentity
 from runs.runtime.ports import NullEventSink
 from runs.runtime.types import ResumeDecisionAction, ToolCallResume, ToolDescriptor
 from runs.services.audit import Actor
-from runs.services.execution import run_advance
+from runs.services.execution import run_advance, run_claim, run_execute, runs_sweep
 from runs.services.runs import run_cancel, run_start
 from runs.services.tickets import decision_submit
+from runs.store import OrmCheckpointStore
 from tests.a2a_server import A2AServer
 from tests.factories import AgentFactory
 from tests.runs.helpers import assert_gap_free, drive, event_types, events
@@ -299,6 +301,43 @@ def test_cancelling_a_waiting_remote_run_aborts_its_task(
     tasks.abort_remote(enqueued[0])
     assert server.wait_for(lambda r: r.cancelled == [task_id])
     assert Ticket.objects.get(run=run).status == "cancelled"
+
+
+class WorkerKilled(BaseException):
+    """Stands for the worker process dying: nothing after it runs in that segment."""
+
+
+@pytest.mark.django_db
+def test_a_worker_killed_while_the_remote_task_runs_is_replaced_without_a_second_send(
+    server, allow_private, monkeypatch
+):
+    run = run_start(agent=remote_agent(server), messages="wait 0.5 all done")
+    attempt = run_claim(run_id=run.pk, worker="doomed")
+    real_checkpoint = OrmCheckpointStore.checkpoint
+    writes: list[bool] = []
+
+    def dies_before_the_final_checkpoint(store, checkpoint):  # type: ignore[no-untyped-def]
+        if writes:  # the first write records the sent task; the worker dies before the next
+            raise WorkerKilled
+        writes.append(True)
+        real_checkpoint(store, checkpoint)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(OrmCheckpointStore, "checkpoint", dies_before_the_final_checkpoint)
+        with pytest.raises(WorkerKilled):
+            run_execute(run_id=run.pk, attempt=attempt, worker="doomed")
+    run.refresh_from_db()
+    assert run.status == "running" and remote_state(run)["awaiting"] is True
+    sent_task = remote_state(run)["task_id"]
+
+    Run.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() - dt.timedelta(seconds=1))
+    assert runs_sweep()["recovered"] == 1
+    run = drive(run)
+    assert (run.status_reason, run.final_output) == ("natural", "all done")
+    assert server.recorder.prompts == [(sent_task, "wait 0.5 all done")]  # sent once
+    assert "awaiting" not in remote_state(run)
+    assert_gap_free(run)
+    assert Message.objects.filter(thread=run.thread).count() == 2
 
 
 @pytest.mark.django_db

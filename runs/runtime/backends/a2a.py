@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import functools
 import json
 import logging
@@ -409,6 +410,14 @@ class _Remote:
             await self._http.aclose()
             self._http = None
 
+    async def follow(self, progress: _Progress) -> _Reply:
+        """Wait for a task an earlier (crashed) segment already sent, without sending."""
+        self._open()
+        assert progress.task_id is not None
+        progress.sent.set()
+        task = await self._sender.get_task(self._get(progress.task_id))
+        return await self._settle(task, progress)
+
     async def exchange(self, texts: list[str], progress: _Progress) -> _Reply:
         self._open()
         message = A2AMessage(
@@ -436,7 +445,9 @@ class _Remote:
             progress.context_id = response.message.context_id or progress.context_id
             progress.state = "completed"
             return _Reply(message=response.message)
-        task = response.task
+        return await self._settle(response.task, progress)
+
+    async def _settle(self, task: Task, progress: _Progress) -> _Reply:
         progress.task_id, progress.context_id = task.id, task.context_id
         progress.state = state_label(task.status.state)
         while task.status.state not in SETTLED_STATES:
@@ -776,7 +787,7 @@ class _RemoteRootLifecycle:
         if config is None:
             message = self.backend.unavailable or "the remote endpoint is unavailable"
             outcome = _Outcome(BackendRunStatus.failed(message), TerminationReason.error(message))
-        elif not texts:
+        elif not texts and not self._awaited_task():
             message = "nothing to send to the remote agent: no new user message"
             outcome = _Outcome(BackendRunStatus.failed(message), TerminationReason.error(message))
         else:
@@ -864,10 +875,12 @@ class _RemoteRootLifecycle:
         """Send `texts` (the operator's `answers` first, recorded as user messages) and wait
         for the remote task to settle, the run to be cancelled or the timeout."""
         progress = _Progress()
-        if self.target.get("last_state") in INTERRUPTED_LABELS:
+        awaited = self._awaited_task()
+        if awaited or self.target.get("last_state") in INTERRUPTED_LABELS:
             progress.task_id = self.target.get("task_id") or None
             progress.state = self.target.get("last_state")
         progress.context_id = self.target.get("context_id") or None
+        recorded = bool(awaited)
         deadline = time.monotonic() + config.timeout_ms / 1000
         loop = _LoopThread()
         remote = _Remote(config)
@@ -880,11 +893,15 @@ class _RemoteRootLifecycle:
                 stop = "cancelled"
             else:
                 self.messages.extend(Message.user(answer) for answer in answers)
-                future = loop.submit(remote.exchange(texts, progress))
+                sending = remote.follow(progress) if awaited else remote.exchange(texts, progress)
+                future = loop.submit(sending)
             while stop is None:
                 concurrent.futures.wait([future], timeout=0.05)
                 if future.done():
                     break
+                if not recorded and progress.task_id:
+                    self._record_sent(progress)
+                    recorded = True
                 if self.cancel.is_cancelled():
                     stop = "cancelled"
                     break
@@ -946,6 +963,44 @@ class _RemoteRootLifecycle:
                 why,
                 describe_error(config, exc),
             )
+
+    def _awaited_task(self) -> str | None:
+        """The task an earlier segment sent and recorded but did not see settle (its worker
+        died): this segment waits for it instead of sending the input again."""
+        task_id = self.target.get("task_id")
+        if self.target.get("awaiting") and task_id:
+            return str(task_id)
+        return None
+
+    def _record_sent(self, progress: _Progress) -> None:
+        """Commit the remote task id as soon as it is known, so that a worker killed while
+        the task runs is replaced by one that waits for the same task (no second send)."""
+        store, previous = self.request.store, self.previous
+        if store is None or previous is None:
+            return
+        target = {
+            **self.target,
+            "task_id": progress.task_id,
+            "context_id": progress.context_id,
+            "last_state": progress.state or "submitted",
+            "updated_at_ms": now_ms(),
+            "awaiting": True,
+        }
+        remote = dict(self.extensions.get(REMOTE_STATE_KEY) or {})
+        targets = {**(remote.get("targets") or {}), self.state_key: target}
+        extensions = {**self.extensions, REMOTE_STATE_KEY: {"version": 1, "targets": targets}}
+        self.revision += 1
+        state = PersistedState(self.revision, extensions)
+        store.checkpoint(
+            Checkpoint(
+                thread_id=self.identity.thread_id,
+                record=dataclasses.replace(previous, state=state, updated_at=int(time.time())),
+                new_messages=[],
+                expected_message_count=self.committed_count,
+                tool_calls=[],
+                events=[],
+            )
+        )
 
     def _remember(self, progress: _Progress, state: str | None) -> None:
         if not progress.task_id and not progress.context_id:
