@@ -66,8 +66,9 @@ def message_to_row(thread_id: Any, seq: int, message: rt.Message) -> Message:
 
 
 def load_messages(thread_id: Any) -> list[rt.Message]:
+    # one plain query: a server-side cursor (iterator) costs two more round trips per load
     rows = Message.objects.filter(thread_id=thread_id).order_by("seq")
-    return [message_from_row(row) for row in rows.iterator(chunk_size=2000)]
+    return [message_from_row(row) for row in rows]
 
 
 def record_from_row(run: Run) -> rt.RunRecord:
@@ -258,50 +259,38 @@ class OrmCheckpointStore:
         return fields
 
     def _save_tool_calls(self, run: Run, checkpoint: Checkpoint, now: dt.datetime) -> None:
-        """Upsert the changed calls (one select, one bulk insert, one bulk update) and open a
-        ticket for each newly suspended one."""
+        """Upsert the changed calls in one statement (a call's step and creation time are
+        kept) and open a ticket for each newly suspended one."""
         states = checkpoint.tool_calls
         if not states:
             return
-        existing = {
-            row.call_id: row
-            for row in ToolCall.objects.filter(run=run, call_id__in=[s.call_id for s in states])
-        }
-        created, changed = [], []
+        rows: dict[str, ToolCall] = {}
         for state in states:
-            fields = {
-                "tool_name": state.tool_name,
-                "arguments": without_nul(state.arguments),
-                "status": state.status.value,
-                "resume_mode": state.resume_mode.value,
-                "suspension_id": state.suspension_id or "",
-                "suspension_reason": state.suspension_reason or "",
-                "resume_input": without_nul(state.resume_input.to_json())
+            rows[state.call_id] = ToolCall(
+                run=run,
+                call_id=state.call_id,
+                step_index=checkpoint.step_index,
+                created_at=now,
+                tool_name=state.tool_name,
+                arguments=without_nul(state.arguments),
+                status=state.status.value,
+                resume_mode=state.resume_mode.value,
+                suspension_id=state.suspension_id or "",
+                suspension_reason=state.suspension_reason or "",
+                resume_input=without_nul(state.resume_input.to_json())
                 if state.resume_input
                 else None,
-                "updated_at": now,
-            }
-            row = existing.get(state.call_id)
-            if row is None:
-                row = ToolCall(
-                    run=run,
-                    call_id=state.call_id,
-                    step_index=checkpoint.step_index,
-                    created_at=now,
-                    **fields,
-                )
-                existing[state.call_id] = row
-                created.append(row)
-            else:
-                for name, value in fields.items():
-                    setattr(row, name, value)
-                changed.append(row)
-        ToolCall.objects.bulk_create(created)
-        if changed:
-            ToolCall.objects.bulk_update(changed, list(TOOL_CALL_FIELDS))
+                updated_at=now,
+            )
+        ToolCall.objects.bulk_create(
+            list(rows.values()),
+            update_conflicts=True,
+            unique_fields=["run", "call_id"],
+            update_fields=list(TOOL_CALL_FIELDS),
+        )
         suspended = [s for s in states if s.status is rt.ToolCallStatus.SUSPENDED]
         if suspended:
-            self._open_tickets(run, suspended, existing, checkpoint, now)
+            self._open_tickets(run, suspended, rows, checkpoint, now)
 
     def _open_tickets(
         self,
