@@ -5,7 +5,6 @@ leaking (admin, API, logs, audit)."""
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import threading
 import time
@@ -45,7 +44,7 @@ from runs.services.tickets import decision_submit
 from runs.store import OrmCheckpointStore
 from tests.a2a_server import A2AServer
 from tests.factories import AgentFactory
-from tests.runs.helpers import assert_gap_free, drive, event_types, events
+from tests.runs.helpers import assert_gap_free, drive, event_types, events, expire_lease
 
 TOKEN = "tok-3f9a1c77e2b54d10a8c6-secret"
 
@@ -330,7 +329,7 @@ def test_a_worker_killed_while_the_remote_task_runs_is_replaced_without_a_second
     assert run.status == "running" and remote_state(run)["awaiting"] is True
     sent_task = remote_state(run)["task_id"]
 
-    Run.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() - dt.timedelta(seconds=1))
+    expire_lease(run)
     assert runs_sweep()["recovered"] == 1
     run = drive(run)
     assert (run.status_reason, run.final_output) == ("natural", "all done")

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
+
+from django.utils import timezone
 
 from runs.models import Run, RunEvent
 from runs.services.execution import run_advance
@@ -34,3 +37,8 @@ def assert_gap_free(run: Run) -> None:
     assert seqs == list(range(1, len(seqs) + 1)), seqs
     run.refresh_from_db()
     assert run.last_event_seq == len(seqs)
+
+
+def expire_lease(run: Run) -> None:
+    """What time does to a dead worker's lease."""
+    Run.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() - dt.timedelta(seconds=1))

@@ -19,18 +19,14 @@ from runs.services.execution import run_advance, run_claim, run_execute, runs_sw
 from runs.services.runs import run_cancel, run_start
 from runs.services.tickets import decision_submit
 from tests.factories import call, publish, scripted_agent
-from tests.runs.helpers import assert_gap_free, drive, events
-
-
-def _expire_lease(run: Run) -> None:
-    Run.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() - dt.timedelta(seconds=1))
+from tests.runs.helpers import assert_gap_free, drive, events, expire_lease
 
 
 @pytest.mark.django_db
 def test_a_stale_worker_cannot_write_after_another_claimed_the_run():
     run = run_start(agent=scripted_agent([{"text": "hello"}]), messages="hi")
     first = run_claim(run_id=run.pk, worker="w1")
-    _expire_lease(run)
+    expire_lease(run)
     assert runs_sweep()["recovered"] == 1
     second = run_claim(run_id=run.pk, worker="w2")
     assert second == first + 1
@@ -49,10 +45,10 @@ def test_sweep_recovers_a_dead_workers_run_and_gives_up_on_a_poison_run(settings
     run = run_start(agent=scripted_agent([{"text": "hello"}]), messages="hi")
     for _ in range(2):
         assert run_claim(run_id=run.pk, worker="dies") is not None
-        _expire_lease(run)
+        expire_lease(run)
         assert runs_sweep()["recovered"] == 1
     assert run_claim(run_id=run.pk, worker="dies") is not None
-    _expire_lease(run)
+    expire_lease(run)
     assert runs_sweep()["given_up"] == 1
     run.refresh_from_db()
     assert (run.status, run.status_reason) == ("done", "error")
