@@ -8,6 +8,7 @@ and ends its activation; a later activation replays the decided calls.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -65,6 +66,20 @@ from .types import (
 )
 
 logger = logging.getLogger(__name__)
+
+
+def _validator(schema: dict[str, Any]) -> Any:
+    """A checked validator for a tool's parameter schema, built once per distinct schema
+    (checking a schema costs more than validating the arguments against it)."""
+    return _validator_for(json.dumps(schema, sort_keys=True))
+
+
+@functools.lru_cache(maxsize=512)
+def _validator_for(schema_json: str) -> Any:
+    schema = json.loads(schema_json)
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)  # a SchemaError is raised (and not cached) on every call
+    return cls(schema)
 
 LIFECYCLE_KEY = "__runtime.run_lifecycle"
 TOOL_CALLS_KEY = "__runtime.tool_call_states"
@@ -785,7 +800,11 @@ class AgentLoop:
             payload = resume.resume_input.result if resume.resume_input else None
             return ToolResult.success(call.name, payload)
         try:
-            jsonschema.validate(arguments, tool.descriptor.parameters)
+            error = jsonschema.exceptions.best_match(
+                _validator(tool.descriptor.parameters).iter_errors(arguments)
+            )
+            if error is not None:
+                raise error
         except jsonschema.ValidationError as exc:
             where = "/".join(str(p) for p in exc.absolute_path) or "(root)"
             return ToolResult.error(

@@ -1040,6 +1040,26 @@ def test_arguments_failing_the_schema_fail_the_call_naming_the_path() -> None:
     assert result.termination == TerminationReason.natural_end()
 
 
+class BrokenSchemaTool(ListTool):
+    @property
+    def descriptor(self) -> ToolDescriptor:
+        return ToolDescriptor("sum", "Adds integers", {"type": "not-a-type"})
+
+
+def test_a_tool_with_a_broken_schema_fails_every_call_and_never_runs() -> None:
+    tool = BrokenSchemaTool()
+    calls = [{"id": f"call-{i}", "name": "sum", "arguments": {"items": [i]}} for i in (1, 2)]
+    h = make([Turn(tool_calls=calls), text_turn("ok")], tools=[tool])
+    sink, result = h.run()
+
+    # the second call meets the same error: a broken schema is never cached as checked
+    for done in of_type(sink.events, "tool_call_done"):
+        assert done["outcome"] == "failed"
+        assert "Tool 'sum' has a broken schema" in done["result"]["message"]
+    assert tool.calls == []
+    assert result.termination == TerminationReason.natural_end()
+
+
 def test_model_error_ends_the_run_with_error_payload() -> None:
     h = make([Turn(error="provider exploded")])
     sink, result = h.run()
