@@ -81,6 +81,7 @@ def _validator_for(schema_json: str) -> Any:
     cls.check_schema(schema)  # a SchemaError is raised (and not cached) on every call
     return cls(schema)
 
+
 LIFECYCLE_KEY = "__runtime.run_lifecycle"
 TOOL_CALLS_KEY = "__runtime.tool_call_states"
 PERMISSION_KEY = "permission_policy"
