@@ -372,10 +372,11 @@ def run_notify_parent(*, run_id: Any) -> None:
     """A finished child answers its parent's delegate ticket, so the parent resumes."""
     from runs.services.tickets import decision_submit
 
+    # a root run (the common case) matches nothing, so no row is fetched or built
     finished = Run.objects.filter(pk=run_id, status=Run.Status.DONE, parent_run__isnull=False)
-    if not finished.exists():  # the common case (a root run, or one that waits) stays cheap
+    child = finished.select_related("agent").first()
+    if child is None or child.parent_run_id is None:
         return
-    child = finished.select_related("agent").get()
     ticket = Ticket.objects.filter(
         run_id=child.parent_run_id,
         ticket_id=f"{DELEGATE_TICKET_PREFIX}{child.pk}",
