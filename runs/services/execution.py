@@ -372,13 +372,13 @@ def run_notify_parent(*, run_id: Any) -> None:
     """A finished child answers its parent's delegate ticket, so the parent resumes."""
     from runs.services.tickets import decision_submit
 
-    # a root run (the common case) matches nothing, so no row is fetched or built
-    finished = Run.objects.filter(pk=run_id, status=Run.Status.DONE, parent_run__isnull=False)
-    child = finished.select_related("agent").first()
-    if child is None or child.parent_run_id is None:
+    finished = Run.objects.filter(pk=run_id, status=Run.Status.DONE)
+    parent_id = finished.values_list("parent_run_id", flat=True).first()
+    if parent_id is None:  # a root run, or a child that is not done: one small query
         return
+    child = finished.select_related("agent").get()
     ticket = Ticket.objects.filter(
-        run_id=child.parent_run_id,
+        run_id=parent_id,
         ticket_id=f"{DELEGATE_TICKET_PREFIX}{child.pk}",
         status=Ticket.Status.PENDING,
     ).first()
