@@ -225,6 +225,17 @@ def breakdown(agent: Any, count: int) -> str:
     )
 
 
+def submit_rate(agent: Any, count: int) -> float:
+    """run_start calls per second from one client with the workers stopped (the tasks are
+    enqueued and left in the private broker): the submitting side's own ceiling."""
+    from runs.services.runs import run_start
+
+    started = time.perf_counter()
+    for i in range(count):
+        run_start(agent=agent, messages=f"submit {i}: 6*7?")
+    return count / (time.perf_counter() - started)
+
+
 FLOOR_TRANSACTIONS = 300
 TRANSACTIONS_PER_RUN = 3  # the run's creation, step 1's checkpoint, step 2's checkpoint + end
 
@@ -348,6 +359,13 @@ def run(env: BenchEnv) -> list[Figure]:
         f"1 / ({TRANSACTIONS_PER_RUN}/{concurrency * floor:.0f} + 1/{noop_rate:.0f}) = "
         f"{bound:.0f} runs/s = {bound / noop_rate:.2f} x the no-op rate, before the model, "
         "the tool, messages, tool calls and PostgreSQL's own CPU take their share",
+        flush=True,
+    )
+    submit = submit_rate(agent, RUNS_PER_ROUND)
+    print(
+        f"  submission alone: run_start from one client, workers stopped, {submit:.0f}/s = "
+        f"{submit / noop_rate:.2f} x the no-op rate; runs are submitted this way above, so "
+        "the runs/s figure cannot exceed it even with workers that cost nothing",
         flush=True,
     )
     figures = [
