@@ -80,13 +80,10 @@ class ModelProvider(HealthFields):
     def has_stored_api_key(self) -> bool:
         return bool(self.api_key_encrypted)
 
-    def api_key(self) -> str:
-        """The stored key, else the environment variable's value, else ""."""
-        if self.api_key_encrypted:
-            return secrets.decrypt(self.api_key_encrypted)
-        import os
-
-        return os.environ.get(self.api_key_env, "") if self.api_key_env else ""
+    def stored_api_key(self) -> str:
+        """The key saved in the row (decrypted), or "". Runs use
+        `agents.providers.resolve_api_key`, which falls back to `api_key_env`."""
+        return secrets.decrypt(self.api_key_encrypted) if self.api_key_encrypted else ""
 
 
 class Model(models.Model):

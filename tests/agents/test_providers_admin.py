@@ -14,6 +14,7 @@ from django.urls import reverse
 
 from agents import secrets
 from agents.models import Health, ModelProvider
+from agents.providers import resolve_api_key
 from runs.models import AuditEntry
 from tests.factories import ProviderFactory
 
@@ -86,7 +87,7 @@ def test_a_typed_key_is_stored_encrypted_and_audited_without_the_key(root_client
     provider.refresh_from_db()
     assert provider.api_key_encrypted and key not in provider.api_key_encrypted
     assert secrets.decrypt(provider.api_key_encrypted) == key
-    assert provider.api_key() == key
+    assert provider.stored_api_key() == key
     for entry in AuditEntry.objects.all():
         blob = f"{entry.before} {entry.after} {entry.comment}"
         assert key not in blob and provider.api_key_encrypted not in blob
@@ -105,7 +106,7 @@ def test_a_blank_key_field_keeps_the_stored_key(root_client):
     assert response.status_code == 302
     provider.refresh_from_db()
     assert provider.name == "Renamed"
-    assert provider.api_key() == key
+    assert provider.stored_api_key() == key
     update = AuditEntry.objects.get(action="modelprovider.update")
     assert update.before["api_key_stored"] and update.after["api_key_stored"]
 
@@ -124,7 +125,10 @@ def test_clearing_removes_the_stored_key_and_falls_back_to_the_env_var(root_clie
     assert response.status_code == 302
     provider.refresh_from_db()
     assert provider.api_key_encrypted == "" and not provider.has_stored_api_key
-    assert provider.api_key() == "from-env"
+    runs_use = resolve_api_key(
+        ciphertext=provider.api_key_encrypted, key_env=provider.api_key_env, who="provider"
+    )
+    assert runs_use == "from-env"
     update = AuditEntry.objects.get(action="modelprovider.update")
     assert (update.before["api_key_stored"], update.after["api_key_stored"]) == (True, False)
     page = root_client.get(change_url(provider)).content.decode()
@@ -145,7 +149,7 @@ def test_a_new_key_and_clear_together_are_refused(root_client):
     assert "Either type a new key or clear the stored one, not both." in page
     assert new not in page and old not in page
     provider.refresh_from_db()
-    assert provider.api_key() == old
+    assert provider.stored_api_key() == old
 
 
 def test_a_form_error_never_echoes_the_typed_key(root_client):
@@ -175,7 +179,7 @@ def test_adding_a_provider_with_a_key_stores_it_encrypted(root_client):
 
     assert response.status_code == 302, response.content.decode()[:3000]
     provider = ModelProvider.objects.get(slug="fresh")
-    assert provider.api_key() == key and key not in provider.api_key_encrypted
+    assert provider.stored_api_key() == key and key not in provider.api_key_encrypted
     assert AuditEntry.objects.get(action="modelprovider.create").after["api_key_stored"]
 
 
@@ -187,19 +191,19 @@ def test_keys_rotate_by_prepending_a_new_encryption_key():
         stored = provider.api_key_encrypted
     with override_settings(AWAKEN_ENCRYPTION_KEYS=[new_key, old_key]):
         provider.refresh_from_db()
-        assert provider.api_key() == secret  # old rows still decrypt
+        assert provider.stored_api_key() == secret  # old rows still decrypt
         provider.set_api_key(secret)  # re-saving encrypts with the newest key
         provider.save()
         assert provider.api_key_encrypted != stored
     with override_settings(AWAKEN_ENCRYPTION_KEYS=[new_key]):
         provider.refresh_from_db()
-        assert provider.api_key() == secret
+        assert provider.stored_api_key() == secret
     unknown_key = Fernet.generate_key().decode()
     with (
         override_settings(AWAKEN_ENCRYPTION_KEYS=[unknown_key]),
         pytest.raises(secrets.SecretError, match="enter the secret again"),
     ):
-        provider.api_key()
+        provider.stored_api_key()
 
 
 # --- validation --------------------------------------------------------------------------------

@@ -108,7 +108,7 @@ def test_the_api_key_never_leaks(client, server, debug_logs):
     change = reverse("admin:agents_modelprovider_change", args=[provider.pk])
     leaks.body("admin save", client.post(change, provider_form(provider, api_key=key), follow=True))
     provider.refresh_from_db()
-    assert provider.api_key() == key, "the key was stored"
+    assert provider.stored_api_key() == key, "the key was stored"
     agent = agent_on(model, slug="priced")
     endpoint = RemoteEndpoint.objects.create(
         slug="partner", name="Partner", base_url="https://partner.example/a2a"
@@ -224,7 +224,7 @@ def test_the_api_key_never_leaks(client, server, debug_logs):
     assert key not in every_row_of_every_table()
     assert key not in json.dumps(Run.objects.get(pk=failed.pk).error_payload)
     provider = ModelProvider.objects.get(pk=provider.pk)
-    assert provider.api_key() == key and Model.objects.filter(provider=provider).exists()
+    assert provider.stored_api_key() == key and Model.objects.filter(provider=provider).exists()
 
 
 def _has_url(name: str) -> bool:
