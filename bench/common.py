@@ -18,13 +18,12 @@ import platform
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -34,6 +33,8 @@ from urllib.parse import urlsplit, urlunsplit
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from tests.processes import Proc  # noqa: E402  (a child process in its own group)
 
 PYTHON = sys.executable
 HOST = "127.0.0.1"
@@ -102,58 +103,6 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 def median(values: Sequence[float]) -> float:
     return percentile(values, 50)
-
-
-# --- child processes -------------------------------------------------------------------------
-
-
-class Proc:
-    """A child process in its own session (process group), logging to a file."""
-
-    def __init__(self, name: str, args: list[str], env: dict[str, str], log_dir: Path) -> None:
-        self.name = name
-        self.args = args
-        self.log_path = log_dir / f"{name}.log"
-        self._log = self.log_path.open("wb")
-        self.popen = subprocess.Popen(
-            args,
-            cwd=ROOT,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-    @property
-    def pid(self) -> int:
-        return self.popen.pid
-
-    def alive(self) -> bool:
-        return self.popen.poll() is None
-
-    def log_tail(self, chars: int = 3000) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-chars:]
-        except OSError:
-            return ""
-
-    def stop(self, grace: float = 5.0) -> None:
-        """SIGTERM the process group, SIGKILL it after `grace` seconds."""
-        if self.alive():
-            try:
-                os.killpg(self.popen.pid, signal.SIGTERM)
-                self.popen.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.popen.pid, signal.SIGKILL)
-                self.popen.wait(timeout=10)
-            except ProcessLookupError:
-                pass
-        # children of a prefork worker that outlived their parent share its process group
-        with suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.popen.pid, signal.SIGKILL)
-        if not self._log.closed:
-            self._log.close()
 
 
 # --- the environment: database, Redis, Django, children -------------------------------------

@@ -3,6 +3,7 @@ process-group wrapper that logs to a file."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -37,7 +38,8 @@ def free_port() -> int:
 
 
 class Proc:
-    """A child process in its own process group, logging to a file."""
+    """A child process in its own process group (session), logging to a file. Used by the
+    tests and by bench/."""
 
     def __init__(self, name: str, args: list[str], env: dict[str, str], log_dir: Path) -> None:
         self.name = name
@@ -47,27 +49,46 @@ class Proc:
             args,
             cwd=ROOT,
             env=env,
+            stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
 
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
     def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def log_tail(self, chars: int = 3000) -> str:
+        return self.log()[-chars:]
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
-        if self.popen.poll() is None:
+        if self.alive():
             os.killpg(self.popen.pid, sig)
             self.popen.wait(timeout=20)
 
-    def stop(self) -> None:
-        if self.popen.poll() is None:
+    def stop(self, grace: float = 10.0) -> None:
+        """SIGTERM the process group, SIGKILL it after `grace` seconds; then SIGKILL what
+        is left of the group (children of a prefork worker can outlive their parent)."""
+        if self.alive():
             os.killpg(self.popen.pid, signal.SIGTERM)
             try:
-                self.popen.wait(timeout=10)
+                self.popen.wait(timeout=grace)
             except subprocess.TimeoutExpired:
                 self.kill()
-        self._log.close()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        if not self._log.closed:
+            self._log.close()
 
 
 # --- servers against the test database (tests/browser; the same command lines as
