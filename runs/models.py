@@ -240,6 +240,12 @@ class Run(models.Model):
     idempotency_key = models.CharField(
         max_length=200, blank=True, help_text="Client key: a repeat returns this run."
     )
+    idempotency_scope = models.CharField(
+        max_length=64,
+        blank=True,
+        help_text="Whose key it is: 'user:<id>' of the submitter, '' for the system. "
+        "Keys of different submitters never meet.",
+    )
 
     class Meta:
         ordering = ["-created_at"]
@@ -258,7 +264,7 @@ class Run(models.Model):
         ]
         constraints = [
             models.UniqueConstraint(
-                fields=["idempotency_key"],
+                fields=["idempotency_scope", "idempotency_key"],
                 condition=~models.Q(idempotency_key=""),
                 name="run_unique_idempotency_key",
             )

@@ -75,7 +75,7 @@ class RunCreateSerializer(serializers.Serializer):
         max_length=200,
         required=False,
         allow_blank=True,
-        help_text="A repeat with the same key returns the same run (HTTP 200).",
+        help_text="A repeat of the key by the same user returns the same run (HTTP 200).",
     )
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import IntegrityError
 from django.db.models import Q
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
@@ -22,7 +21,7 @@ from runs.models import AuditEntry, Decision, Message, Run, RunEvent, Thread, Ti
 from runs.selectors import keyset_page
 from runs.services.audit import audit_record
 from runs.services.errors import InvalidInput, NotFound
-from runs.services.runs import run_cancel, run_retry, run_start
+from runs.services.runs import run_cancel, run_retry, run_submit
 from runs.services.tickets import (
     decision_json,
     decision_submit,
@@ -144,29 +143,16 @@ def run_record_json(run: Run) -> dict[str, Any]:
 def _start(
     request: Request, *, agent: Agent, messages: list[Any], thread: Thread | None, key: str
 ) -> Response:
-    """run_start; 201 for a new run, 200 for the same run again (idempotency key repeat, or
+    """run_submit; 201 for a new run, 200 for the same run again (idempotency key repeat, or
     new input continuing the thread's waiting run)."""
-    known: set[Any] = set()
-    if key:
-        known.update(Run.objects.filter(idempotency_key=key).values_list("pk", flat=True)[:1])
-    if thread is not None and thread.open_run_id:
-        known.add(thread.open_run_id)
-    try:
-        run = run_start(
-            agent=agent,
-            messages=[dict(m) for m in messages],
-            thread=thread,
-            idempotency_key=key,
-            actor=actor_for(request),
-        )
-    except IntegrityError:
-        # a concurrent request with the same key won the race: answer with its run
-        existing = Run.objects.filter(idempotency_key=key).first() if key else None
-        if existing is None:
-            raise
-        run = existing
-        known.add(run.pk)
-    return Response(run_record_json(run), status=200 if run.pk in known else 201)
+    run, created = run_submit(
+        agent=agent,
+        messages=[dict(m) for m in messages],
+        thread=thread,
+        idempotency_key=key,
+        actor=actor_for(request),
+    )
+    return Response(run_record_json(run), status=201 if created else 200)
 
 
 def _decide(request: Request, ticket: Ticket, body: dict[str, Any]) -> Response:
@@ -238,8 +224,9 @@ class RunListView(ApiView):
         summary="Start a run",
         description="Starts a run of `agent_id` on a new thread, or on `thread_id`. New input "
         "for a thread whose open run waits continues that run (same id, HTTP 200). A repeat "
-        "with the same `idempotency_key` (or `Idempotency-Key` header) returns the first run "
-        "with HTTP 200.",
+        "with the same `idempotency_key` (or `Idempotency-Key` header) by the same user, "
+        "through any of their tokens, returns the first run with HTTP 200; other users' keys "
+        "never match.",
         tags=["runs"],
         parameters=[IDEMPOTENCY_KEY],
         request=s.RunCreateSerializer,

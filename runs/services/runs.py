@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from agents.models import Agent
@@ -88,7 +88,19 @@ def _open_run(thread: Thread) -> Run | None:
     return Run.objects.filter(pk=thread.open_run_id).exclude(status=Run.Status.DONE).first()
 
 
-@transaction.atomic
+def idempotency_scope(actor: Actor) -> str:
+    """Idempotency keys are per submitter: two clients' "order-1" are different runs."""
+    user = actor.user_or_none
+    return f"user:{user.pk}" if user is not None else ""
+
+
+def run_for_idempotency_key(*, actor: Actor, key: str) -> Run | None:
+    """The run this submitter already started with `key`, if any."""
+    return Run.objects.filter(
+        idempotency_scope=idempotency_scope(actor), idempotency_key=key
+    ).first()
+
+
 def run_start(
     *,
     agent: Agent,
@@ -99,10 +111,40 @@ def run_start(
 ) -> Run:
     """Start a run on a new or existing thread. A message to a thread whose open run
     waits continues that run (same run id) instead of starting another."""
+    run, _ = run_submit(
+        agent=agent, messages=messages, thread=thread, idempotency_key=idempotency_key, actor=actor
+    )
+    return run
+
+
+def run_submit(
+    *,
+    agent: Agent,
+    messages: Any,
+    thread: Thread | None = None,
+    idempotency_key: str = "",
+    actor: Actor = SYSTEM,
+) -> tuple[Run, bool]:
+    """`run_start` that also says whether it created a run: False for a repeat of the
+    submitter's idempotency key (also one that lost the race to a concurrent request with
+    the same key) and for input that continued a waiting run."""
+    try:
+        return _submit(agent, messages, thread, idempotency_key, actor)
+    except IntegrityError:
+        existing = run_for_idempotency_key(actor=actor, key=idempotency_key)
+        if not idempotency_key or existing is None:
+            raise
+        return existing, False
+
+
+@transaction.atomic
+def _submit(
+    agent: Agent, messages: Any, thread: Thread | None, idempotency_key: str, actor: Actor
+) -> tuple[Run, bool]:
     if idempotency_key:
-        existing = Run.objects.filter(idempotency_key=idempotency_key).first()
+        existing = run_for_idempotency_key(actor=actor, key=idempotency_key)
         if existing is not None:
-            return existing
+            return existing, False
     new_messages = normalize_input_messages(messages)
     if thread is None:  # new: no other transaction sees it before this one commits
         title = next((m.text() for m in new_messages if m.role is rt.Role.USER), "")[:80]
@@ -122,7 +164,7 @@ def run_start(
                 run=run,
                 after={"messages": [m.text() for m in new_messages]},
             )
-            return run
+            return run, False
         raise IllegalTransition(
             f"thread {thread.pk} already has a {open_run.status} run ({open_run.pk}); "
             "wait for it to finish or cancel it",
@@ -138,6 +180,7 @@ def run_start(
         due=True,
         dispatched_at=timezone.now(),
         idempotency_key=idempotency_key,
+        idempotency_scope=idempotency_scope(actor) if idempotency_key else "",
         request=rt.RunRequestSnapshot(
             origin="User",
             sender_id=actor.name,
@@ -162,7 +205,7 @@ def run_start(
         },
     )
     enqueue_on_commit(run.pk)
-    return run
+    return run, True
 
 
 def _run_continue(run: Run, thread: Thread, messages: list[rt.Message]) -> Run:

@@ -3,13 +3,16 @@ retry, events pages, idempotency; each response conforms to the OpenAPI schema."
 
 from __future__ import annotations
 
+import threading
+
 import pytest
+from django.db import connection
 
 from runs.models import AuditEntry, Run, Thread
 from runs.services.runs import run_start
-from tests.api.conftest import assert_error, done_run, waiting_run
+from tests.api.conftest import assert_error, bearer, done_run, token_for, user_in, waiting_run
 from tests.api.schema_check import conforms
-from tests.factories import AgentFactory, scripted_agent
+from tests.factories import AgentFactory, scripted_agent, user_with_role
 from tests.runs.helpers import drive
 
 pytestmark = pytest.mark.django_db
@@ -88,6 +91,56 @@ def test_idempotency_key_returns_the_same_run_with_200(api):
     header_again = api.post(RUNS, start_body(agent), format="json", HTTP_IDEMPOTENCY_KEY="k-2")
     assert (header.status_code, header_again.status_code) == (201, 200)
     assert header.json()["run_id"] == header_again.json()["run_id"]
+
+
+def test_idempotency_keys_are_per_submitter(api, operator):
+    agent = scripted_agent([{"text": "x"}])
+    other = bearer(token_for(user_in("operator", "other-operator"), "theirs"))
+    second_token = bearer(token_for(operator, "ops-2"))
+
+    mine = api.post(RUNS, start_body(agent, idempotency_key="order-1"), format="json")
+    theirs = other.post(RUNS, start_body(agent, idempotency_key="order-1"), format="json")
+    # the same user through another of their tokens is the same submitter
+    mine_again = second_token.post(
+        RUNS, start_body(agent, idempotency_key="order-1"), format="json"
+    )
+
+    assert (mine.status_code, theirs.status_code, mine_again.status_code) == (201, 201, 200)
+    assert mine.json()["run_id"] != theirs.json()["run_id"]
+    assert mine_again.json()["run_id"] == mine.json()["run_id"]
+    assert Run.objects.count() == 2
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_repeats_of_one_key_start_one_run():
+    agent = scripted_agent([{"text": "x"}])
+    raw = token_for(user_with_role("operator"), "ops")
+    barrier = threading.Barrier(8)
+    responses: list[tuple[int, str]] = []
+    lock = threading.Lock()
+
+    def post() -> None:
+        try:
+            barrier.wait()
+            response = bearer(raw).post(
+                RUNS, start_body(agent, idempotency_key="pay-7"), format="json"
+            )
+            with lock:
+                responses.append((response.status_code, response.json().get("run_id", "")))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=post) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+
+    assert Run.objects.count() == 1
+    run_id = str(Run.objects.get().pk)
+    assert sorted(code for code, _ in responses) == [200] * 7 + [201]
+    assert {found for _, found in responses} == {run_id}
 
 
 def test_a_message_to_a_waiting_thread_continues_the_same_run_with_200(api):
