@@ -1,11 +1,11 @@
 """What a run cost: its token totals at its model's prices (USD per million tokens).
 
-One function computes it for the run page and the API. The price is the model's current
-price; a run whose model has no price (neither input nor output) has no cost."""
+A run keeps the prices its model had when the run was created (`price_snapshot`), so
+changing a model's prices changes what new runs cost, never what old runs cost. A run
+whose model had no price (neither input nor output) has no cost."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
@@ -13,8 +13,6 @@ from agents.models import Model
 
 MILLION = Decimal(1_000_000)
 SHOWN = Decimal("0.0001")
-
-Prices = dict[str, tuple[Decimal | None, Decimal | None]]
 
 
 def cost_usd(
@@ -36,42 +34,31 @@ def cost_usd(
     return total
 
 
-def model_prices(slugs: Iterable[str | None] | None = None) -> Prices:
-    """Prices by model slug: of `slugs`, or of every model (one query either way)."""
-    models = Model.objects.all()
-    if slugs is not None:
-        wanted = {slug for slug in slugs if slug}
-        if not wanted:
-            return {}
-        models = models.filter(slug__in=wanted)
+def price_snapshot(spec: dict[str, Any] | None) -> dict[str, Decimal | None]:
+    """The Run fields that keep the prices of the model an agent version's `spec` names,
+    as they are now (None for both: no such model, a remote agent, or unpriced)."""
+    model_id = (spec or {}).get("model_id")
+    prices = (
+        Model.objects.filter(slug=model_id)
+        .values_list("input_price_per_million_usd", "output_price_per_million_usd")
+        .first()
+        if isinstance(model_id, str) and model_id
+        else None
+    )
+    input_price, output_price = prices or (None, None)
     return {
-        slug: (input_price, output_price)
-        for slug, input_price, output_price in models.values_list(
-            "slug", "input_price_per_million_usd", "output_price_per_million_usd"
-        )
+        "input_price_per_million_usd": input_price,
+        "output_price_per_million_usd": output_price,
     }
 
 
-def run_model_id(run: Any) -> str | None:
-    spec = run.agent_version.spec if run.agent_version_id else None
-    model_id = spec.get("model_id") if isinstance(spec, dict) else None
-    return model_id if isinstance(model_id, str) else None
-
-
-def run_cost_usd(run: Any, prices: Prices | None = None) -> Decimal | None:
-    """The run's cost at its pinned version's model's prices. Pass `prices` (from
-    `model_prices()`) when costing many runs: no query per run."""
-    model_id = run_model_id(run)
-    if model_id is None:
-        return None
-    if prices is None:
-        prices = model_prices([model_id])
-    input_price, output_price = prices.get(model_id, (None, None))
+def run_cost_usd(run: Any) -> Decimal | None:
+    """The run's cost at the prices it kept from its creation."""
     return cost_usd(
         input_tokens=run.input_tokens,
         output_tokens=run.output_tokens,
-        input_price=input_price,
-        output_price=output_price,
+        input_price=run.input_price_per_million_usd,
+        output_price=run.output_price_per_million_usd,
     )
 
 

@@ -237,6 +237,20 @@ class Run(models.Model):
     recoveries = models.PositiveIntegerField(
         default=0, help_text="Times the sweep took it back from a dead worker."
     )
+    input_price_per_million_usd = models.DecimalField(
+        max_digits=12,
+        decimal_places=4,
+        null=True,
+        blank=True,
+        help_text="Its model's USD per million input tokens when the run was created.",
+    )
+    output_price_per_million_usd = models.DecimalField(
+        max_digits=12,
+        decimal_places=4,
+        null=True,
+        blank=True,
+        help_text="Its model's USD per million output tokens when the run was created.",
+    )
     idempotency_key = models.CharField(
         max_length=200, blank=True, help_text="Client key: a repeat returns this run."
     )

@@ -9,7 +9,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from agents.pricing import cost_text, model_prices, run_cost_usd
+from agents.pricing import cost_text, run_cost_usd
 from runs.models import Decision, Message, Run, Thread, Ticket
 from runs.selectors import WAITING_REASONS
 
@@ -345,7 +345,9 @@ class RunRecordSerializer(serializers.Serializer):
     cancel_requested_at = serializers.IntegerField(allow_null=True)
     idempotency_key = serializers.CharField(allow_null=True)
     cost_usd = serializers.CharField(
-        allow_null=True, help_text='USD at the model\'s prices, e.g. "0.0123"; null: unpriced.'
+        allow_null=True,
+        help_text="USD at the prices its model had when the run was created, e.g. "
+        '"0.0123"; null: unpriced.',
     )
 
 
@@ -367,15 +369,13 @@ class RunSummarySerializer(serializers.Serializer):
     updated_at = serializers.SerializerMethodField()
     finished_at = serializers.SerializerMethodField()
     cost_usd = serializers.SerializerMethodField(
-        help_text='USD at the model\'s prices, e.g. "0.0123"; null: unpriced.'
+        help_text="USD at the prices its model had when the run was created, e.g. "
+        '"0.0123"; null: unpriced.'
     )
 
     @extend_schema_field(serializers.CharField(allow_null=True))
     def get_cost_usd(self, run: Run) -> str | None:
-        prices = self.context.get("model_prices")
-        if prices is None:  # one query per page, not one per run
-            prices = self.context["model_prices"] = model_prices()
-        return cost_text(run_cost_usd(run, prices))
+        return cost_text(run_cost_usd(run))
 
     def get_open_tickets(self, run: Run) -> int:
         count = getattr(run, "open_tickets", None)

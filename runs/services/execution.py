@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from agents.endpoints import abort_remote_on_commit, endpoint_backend_for_spec
 from agents.models import Agent
+from agents.pricing import price_snapshot
 from agents.resolver import VersionResolver
 from agents.services import agent_version_current
 from runs.models import DELEGATE_TICKET_PREFIX, Message, Run, Thread, Ticket
@@ -346,10 +347,12 @@ def _child_create(parent: Run, agent_id: str, prompt: str, call_id: str) -> Run:
     Message.objects.bulk_create([message_to_row(thread.pk, 1, messages[0])])
     Thread.objects.filter(pk=thread.pk).update(message_count=1)
     trigger = [messages[0].id] if messages[0].id else []
+    version = agent_version_current(agent=agent)
     child = Run.objects.create(
         thread=thread,
         agent=agent,
-        agent_version=agent_version_current(agent=agent),
+        agent_version=version,
+        **price_snapshot(version.spec),
         parent_run=parent,
         parent_tool_call_id=call_id,
         origin="subagent",

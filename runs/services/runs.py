@@ -8,6 +8,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from agents.models import Agent
+from agents.pricing import price_snapshot
 from agents.services import agent_version_current
 from runs.jsonsafe import NUL
 from runs.models import Message, Run, Thread, Ticket, ToolCall
@@ -176,6 +177,7 @@ def _submit(
         thread=thread,
         agent=agent,
         agent_version=version,
+        **price_snapshot(version.spec),
         status=Run.Status.CREATED,
         due=True,
         dispatched_at=timezone.now(),
@@ -330,6 +332,7 @@ def run_retry(*, run: Run, actor: Actor = SYSTEM) -> Run:
         thread=thread,
         agent_id=run.agent_id,
         agent_version_id=run.agent_version_id,
+        **price_snapshot(run.agent_version.spec),
         parent_run_id=run.parent_run_id,
         parent_tool_call_id=run.parent_tool_call_id,
         origin=run.origin,

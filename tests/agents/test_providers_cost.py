@@ -1,4 +1,5 @@
-"""A run's cost at its model's prices: one computation, shown on the run page and the API."""
+"""A run's cost at the prices its model had when it was created: one computation, shown on
+the run page and the API."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from agents.pricing import cost_label, cost_text, cost_usd, run_cost_usd
+from agents.models import Model
+from agents.pricing import cost_label, cost_text, cost_usd, price_snapshot, run_cost_usd
 from runs.models import Run
 from tests.api.conftest import bearer, token_for, user_in
 from tests.factories import ProviderFactory, user_with_role
@@ -59,8 +61,14 @@ def test_the_run_page_shows_the_cost_next_to_the_tokens(client):
     bare = client.get(reverse("runs:run-detail", args=[unpriced.pk])).content.decode()
 
     assert "tokens 1000 in / 2000 out · cost" in page
-    assert """<span id="run-cost" title="at the model's current prices">$0.0125</span>""" in page
-    assert """<span id="run-cost" title="at the model's current prices">—</span>""" in bare
+    assert (
+        """<span id="run-cost" title="at its model's prices when the run was created">$0.0125</span>"""
+        in page
+    )
+    assert (
+        """<span id="run-cost" title="at its model's prices when the run was created">—</span>"""
+        in bare
+    )
     header = client.get(reverse("runs:run-header", args=[priced.pk])).content.decode()
     assert "$0.0125" in header
 
@@ -90,8 +98,26 @@ def test_the_run_list_api_prices_a_page_with_one_query():
     assert len(many) == len(few)
 
 
-def test_the_cost_follows_the_pinned_versions_model():
+def test_a_run_keeps_the_prices_its_model_had_when_it_started():
     run = priced_run("1", "1")
     assert run_cost_usd(run) == Decimal("0.003")
-    run.agent_version.spec = {**run.agent_version.spec, "model_id": "no-such-model"}
-    assert run_cost_usd(run) is None
+    model = Model.objects.get(slug=run.agent_version.spec["model_id"])
+    model.input_price_per_million_usd = Decimal("100")
+    model.output_price_per_million_usd = None
+    model.save()
+
+    run.refresh_from_db()
+    assert run_cost_usd(run) == Decimal("0.003")  # an old run's cost never moves
+    later = run_to_end(run.agent)
+    Run.objects.filter(pk=later.pk).update(input_tokens=1000, output_tokens=2000)
+    later.refresh_from_db()
+    assert run_cost_usd(later) == Decimal("0.1")  # new runs pay the new price
+
+
+def test_a_version_whose_model_is_gone_or_remote_is_unpriced():
+    assert price_snapshot({"model_id": "no-such-model"}) == {
+        "input_price_per_million_usd": None,
+        "output_price_per_million_usd": None,
+    }
+    assert price_snapshot({"endpoint_id": "remote"}) == price_snapshot(None)
+    assert run_cost_usd(priced_run(None, None)) is None
