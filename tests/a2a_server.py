@@ -55,6 +55,7 @@ class Recorder:
     """What the server saw, for assertions (written on the server's loop thread)."""
 
     prompts: list[tuple[str, str]] = field(default_factory=list)  # (task_id, text)
+    message_ids: list[str] = field(default_factory=list)  # of every message received
     followups: list[tuple[str, str]] = field(default_factory=list)
     cancelled: list[str] = field(default_factory=list)
     authorization: list[str] = field(default_factory=list)
@@ -68,6 +69,8 @@ class ScriptedExecutor(AgentExecutor):
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         text = context.get_user_input().strip()
+        if context.message is not None:
+            self.recorder.message_ids.append(context.message.message_id)
         task_id = context.task_id or ""
         context_id = context.context_id or ""
         current = context.current_task

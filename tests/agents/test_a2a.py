@@ -340,6 +340,37 @@ def test_a_worker_killed_while_the_remote_task_runs_is_replaced_without_a_second
 
 
 @pytest.mark.django_db
+def test_a_worker_killed_before_recording_the_sent_task_resends_under_the_same_message_id(
+    server, allow_private, monkeypatch
+):
+    run = run_start(agent=remote_agent(server), messages="wait 0.3 all done")
+    attempt = run_claim(run_id=run.pk, worker="doomed")
+
+    def dies_at_the_first_checkpoint(store, checkpoint):  # type: ignore[no-untyped-def]
+        raise WorkerKilled  # the task was sent; nothing of it is recorded
+
+    with monkeypatch.context() as patched:
+        patched.setattr(OrmCheckpointStore, "checkpoint", dies_at_the_first_checkpoint)
+        with pytest.raises(WorkerKilled):
+            run_execute(run_id=run.pk, attempt=attempt, worker="doomed")
+    assert server.wait_for(lambda r: len(r.prompts) == 1)
+    expire_lease(run)
+    assert runs_sweep()["recovered"] == 1
+    run = drive(run)
+
+    assert (run.status_reason, run.final_output) == ("natural", "all done")
+    # at-least-once: the message went twice, but as one message a remote can deduplicate
+    assert [text for _, text in server.recorder.prompts] == ["wait 0.3 all done"] * 2
+    first, second = server.recorder.message_ids
+    assert first == second
+    assert_gap_free(run)
+    # the next exchange of the same run is a different message
+    another = run_start(agent=run.agent, messages="reply again", thread=run.thread)
+    drive(another)
+    assert len(set(server.recorder.message_ids)) == 2
+
+
+@pytest.mark.django_db
 def test_a_remote_task_that_does_not_settle_in_time_ends_the_run_with_timeout(
     server, allow_private
 ):

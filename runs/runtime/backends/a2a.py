@@ -28,6 +28,7 @@ import json
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -101,6 +102,7 @@ OPTIONS = ("poll_interval_ms", "history_length", "return_immediately")
 _U32 = 2**32 - 1
 _U64 = 2**64 - 1
 _ABORT_SECONDS = 5.0
+_MESSAGE_IDS = uuid.UUID("5b0f3c2e-8d0a-4f55-9a53-6a3f0d6c1e27")  # namespace of our messageIds
 
 STATE_LABELS = {
     TaskState.TASK_STATE_SUBMITTED: "submitted",
@@ -349,6 +351,14 @@ def _http_client(config: A2AConfig) -> httpx.AsyncClient:
 # --- the async side: one exchange with the remote agent -------------------------------------------
 
 
+def exchange_message_id(run_id: str, position: int, texts: list[str]) -> str:
+    """The A2A messageId of what a run sends at a transcript position. A segment that
+    died after sending but before recording the remote task sends the message again on
+    recovery; under the same id, so a remote that deduplicates by messageId (the
+    protocol's handle for that) sees one message."""
+    return str(uuid.uuid5(_MESSAGE_IDS, json.dumps([run_id, position, texts])))
+
+
 @dataclass
 class _Progress:
     """What the worker thread needs to know about an exchange in flight (to abort it)."""
@@ -418,11 +428,11 @@ class _Remote:
         task = await self._sender.get_task(self._get(progress.task_id))
         return await self._settle(task, progress)
 
-    async def exchange(self, texts: list[str], progress: _Progress) -> _Reply:
+    async def exchange(self, texts: list[str], progress: _Progress, message_id: str) -> _Reply:
         self._open()
         message = A2AMessage(
             role=A2ARole.ROLE_USER,
-            message_id=new_id(),
+            message_id=message_id,
             parts=[Part(text=text) for text in texts],
         )
         if progress.task_id:
@@ -892,8 +902,13 @@ class _RemoteRootLifecycle:
                 future.cancel()
                 stop = "cancelled"
             else:
+                message_id = exchange_message_id(self.identity.run_id, len(self.messages), texts)
                 self.messages.extend(Message.user(answer) for answer in answers)
-                sending = remote.follow(progress) if awaited else remote.exchange(texts, progress)
+                sending = (
+                    remote.follow(progress)
+                    if awaited
+                    else remote.exchange(texts, progress, message_id)
+                )
                 future = loop.submit(sending)
             while stop is None:
                 concurrent.futures.wait([future], timeout=0.05)
