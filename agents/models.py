@@ -86,6 +86,18 @@ class ModelProvider(HealthFields):
         return secrets.decrypt(self.api_key_encrypted) if self.api_key_encrypted else ""
 
 
+def usd_per_million_tokens(help_text: str) -> models.DecimalField:
+    """A token price (a model's, or the one a run kept); null: not priced."""
+    return models.DecimalField(
+        max_digits=12,
+        decimal_places=4,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0)],
+        help_text=help_text,
+    )
+
+
 class Model(models.Model):
     slug = models.CharField(
         max_length=63, unique=True, validators=[SLUG], help_text="Model id agents refer to."
@@ -99,22 +111,10 @@ class Model(models.Model):
     context_window = models.PositiveIntegerField(
         null=True, blank=True, help_text="Max context tokens, if known."
     )
-    input_price_per_million_usd = models.DecimalField(
-        max_digits=12,
-        decimal_places=4,
-        null=True,
-        blank=True,
-        validators=[MinValueValidator(0)],
-        help_text="USD per million input tokens (runs show a cost when set).",
+    input_price_per_million_usd = usd_per_million_tokens(
+        "USD per million input tokens (runs show a cost when set)."
     )
-    output_price_per_million_usd = models.DecimalField(
-        max_digits=12,
-        decimal_places=4,
-        null=True,
-        blank=True,
-        validators=[MinValueValidator(0)],
-        help_text="USD per million output tokens.",
-    )
+    output_price_per_million_usd = usd_per_million_tokens("USD per million output tokens.")
     script = models.JSONField(
         default=list,
         blank=True,

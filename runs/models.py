@@ -10,6 +10,7 @@ from django.db import models
 from django.utils import timezone
 from uuid6 import uuid7
 
+from agents.models import usd_per_million_tokens
 from runs.runtime.types import RunStatus, waiting_reason_from_status_reason
 
 
@@ -237,19 +238,11 @@ class Run(models.Model):
     recoveries = models.PositiveIntegerField(
         default=0, help_text="Times the sweep took it back from a dead worker."
     )
-    input_price_per_million_usd = models.DecimalField(
-        max_digits=12,
-        decimal_places=4,
-        null=True,
-        blank=True,
-        help_text="Its model's USD per million input tokens when the run was created.",
+    input_price_per_million_usd = usd_per_million_tokens(
+        "Its model's USD per million input tokens when the run was created."
     )
-    output_price_per_million_usd = models.DecimalField(
-        max_digits=12,
-        decimal_places=4,
-        null=True,
-        blank=True,
-        help_text="Its model's USD per million output tokens when the run was created.",
+    output_price_per_million_usd = usd_per_million_tokens(
+        "Its model's USD per million output tokens when the run was created."
     )
     idempotency_key = models.CharField(
         max_length=200, blank=True, help_text="Client key: a repeat returns this run."
