@@ -16,7 +16,7 @@ import threading
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import Case, F, Q, Value, When
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -138,15 +138,22 @@ class LeaseKeeper:
         interval = max(settings.AWAKEN_LEASE_SECONDS / 3, 0.2)
         try:
             while not self._stop.wait(interval):
-                renewed = Run.objects.filter(pk=self.run_id, attempt=self.attempt).update(
-                    lease_expires_at=timezone.now() + _lease()
-                )
+                try:
+                    renewed = Run.objects.filter(pk=self.run_id, attempt=self.attempt).update(
+                        lease_expires_at=timezone.now() + _lease()
+                    )
+                except (OperationalError, InterfaceError):
+                    # the database is away: try again next time; the lease (three
+                    # renewals long) outlives a short outage
+                    logger.warning("lease renewal failed for run %s", self.run_id, exc_info=True)
+                    connection.close()
+                    continue
                 if not renewed:
                     self.lost = True
                     self.token.cancel()
                     return
         except Exception:
-            logger.warning("lease renewal failed for run %s", self.run_id, exc_info=True)
+            logger.exception("lease renewal stopped for run %s", self.run_id)
         finally:
             connection.close()
 
@@ -212,6 +219,20 @@ def run_advance(*, run_id: Any, worker: str | None = None) -> str:
         logger.error("run %s: %s; it will be retried", run_id, exc)
         Run.objects.filter(pk=run_id, attempt=attempt).update(due=True)
         outcome = "conflict"
+    except (OperationalError, InterfaceError) as exc:
+        # a restart, failover or killed connection: the step in progress is lost, not the
+        # run; it is due again below (or, if the database is still away, when its lease
+        # expires), and one that keeps losing it is given up like a poison run
+        logger.warning("run %s: lost the database mid-segment: %s", run_id, exc)
+        connection.close()  # the next query connects afresh
+        outcome = "interrupted"
+        if _count_recovery(run_id, attempt) > settings.AWAKEN_MAX_ATTEMPTS:
+            run_fail(
+                run_id=run_id,
+                attempt=attempt,
+                message=f"gave up after {settings.AWAKEN_MAX_ATTEMPTS} interruptions; "
+                f"the last: database error: {exc}",
+            )
     except Exception as exc:
         logger.exception("run %s crashed the worker segment", run_id)
         run_fail(
@@ -224,6 +245,12 @@ def run_advance(*, run_id: Any, worker: str | None = None) -> str:
         run_release(run_id=run_id, attempt=attempt)
     run_notify_parent(run_id=run_id)
     return outcome
+
+
+def _count_recovery(run_id: Any, attempt: int) -> int:
+    """One more recovery of the run (while this worker still holds it); the new count."""
+    Run.objects.filter(pk=run_id, attempt=attempt).update(recoveries=F("recoveries") + 1)
+    return int(Run.objects.values_list("recoveries", flat=True).get(pk=run_id))
 
 
 @transaction.atomic

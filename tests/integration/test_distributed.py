@@ -10,6 +10,7 @@ import time
 import pytest
 import websockets
 from django.contrib.auth.models import User
+from django.db import connection
 from django.test import Client
 
 from agents.models import Note
@@ -86,6 +87,35 @@ def test_a_worker_killed_in_a_slow_tool_is_replaced_without_duplicates(processes
     assert messages_contiguous(run) == ["user", "assistant", "tool", "assistant"]
     assert gap_free(run)
     assert RunEvent.objects.filter(run=run, event_type="run_start").count() == 1
+
+
+def test_a_run_whose_worker_loses_its_database_connections_resumes_and_finishes(processes):
+    worker = processes("worker")
+    processes("beat")
+    agent = scripted_agent(
+        [{"text": "waiting", "tool_calls": [call("sleep", {"seconds": 2})]}, {"text": "woke up"}],
+        tools=["sleep"],
+    )
+    run = run_start(agent=agent, messages="take your time")
+    wait_for(
+        lambda: Run.objects.filter(pk=run.pk, status="running").exclude(lease_owner="").exists(),
+        20,
+        "claim",
+    )
+    time.sleep(1.0)  # inside the sleep tool; then every other session is killed, as a
+    with connection.cursor() as cursor:  # PostgreSQL restart or failover would
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+    wait_for(lambda: Run.objects.get(pk=run.pk).status == "done", 60, "the run to finish")
+
+    run.refresh_from_db()
+    assert (run.status_reason, run.final_output) == ("natural", "woke up"), worker.log()[-3000:]
+    assert "lost the database mid-segment" in worker.log()
+    assert messages_contiguous(run) == ["user", "assistant", "tool", "assistant"]
+    assert gap_free(run)
+    assert ToolCall.objects.get(run=run).status == "succeeded"
 
 
 def test_runs_waiting_and_running_finish_after_redis_restarts(processes):

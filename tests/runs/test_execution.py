@@ -7,17 +7,19 @@ import threading
 import time
 
 import pytest
-from django.db import connection
+from django.db import OperationalError, connection
 from django.utils import timezone
 
 from agents.models import Note
 from runs.models import Message, Run, RunEvent, Ticket
 from runs.runtime.ports import LeaseLostError
+from runs.services import dispatch
 from runs.services.audit import Actor
 from runs.services.errors import DecisionConflict, InvalidInput
 from runs.services.execution import run_advance, run_claim, run_execute, runs_sweep
 from runs.services.runs import run_cancel, run_start
 from runs.services.tickets import decision_submit
+from runs.store import OrmCheckpointStore
 from tests.factories import call, publish, scripted_agent
 from tests.runs.helpers import assert_gap_free, drive, events, expire_lease
 
@@ -53,6 +55,53 @@ def test_sweep_recovers_a_dead_workers_run_and_gives_up_on_a_poison_run(settings
     run.refresh_from_db()
     assert (run.status, run.status_reason) == ("done", "error")
     assert "gave up after 2 worker crashes" in run.error_payload["message"]
+    assert_gap_free(run)
+
+
+def lose_the_database_at_checkpoints(monkeypatch, times: int) -> None:
+    real = OrmCheckpointStore.checkpoint
+    left = [times]
+
+    def checkpoint(store, checkpoint):  # type: ignore[no-untyped-def]
+        if left[0]:
+            left[0] -= 1
+            raise OperationalError("terminating connection due to administrator command")
+        real(store, checkpoint)
+
+    monkeypatch.setattr(OrmCheckpointStore, "checkpoint", checkpoint)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_losing_the_database_mid_segment_loses_the_step_not_the_run(monkeypatch):
+    run = run_start(agent=scripted_agent([{"text": "hello"}]), messages="hi")
+    lose_the_database_at_checkpoints(monkeypatch, times=1)
+    rung: list[str] = []
+    monkeypatch.setattr(dispatch, "_enqueue", rung.append)
+
+    assert run_advance(run_id=run.pk, worker="w1") == "interrupted"
+    run.refresh_from_db()
+    assert (run.status, run.due, run.lease_owner, run.recoveries) == ("running", True, "", 1)
+    assert rung == [str(run.pk)]  # due again at once, not after the lease expires
+
+    assert run_advance(run_id=run.pk, worker="w1") == "completed"
+    run.refresh_from_db()
+    assert (run.status_reason, run.final_output) == ("natural", "hello")
+    assert Message.objects.filter(thread=run.thread).count() == 2
+    assert_gap_free(run)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_that_keeps_losing_the_database_is_given_up_visibly(monkeypatch, settings):
+    settings.AWAKEN_MAX_ATTEMPTS = 1
+    run = run_start(agent=scripted_agent([{"text": "hello"}]), messages="hi")
+    lose_the_database_at_checkpoints(monkeypatch, times=2)
+
+    assert run_advance(run_id=run.pk, worker="w1") == "interrupted"
+    assert run_advance(run_id=run.pk, worker="w1") == "interrupted"
+    run.refresh_from_db()
+    assert (run.status, run.status_reason) == ("done", "error")
+    assert "gave up after 1 interruptions" in run.error_payload["message"]
+    assert "database error: terminating connection" in run.error_payload["message"]
     assert_gap_free(run)
 
 
