@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import time
 
 import pytest
@@ -87,6 +89,41 @@ def test_a_worker_killed_in_a_slow_tool_is_replaced_without_duplicates(processes
     assert messages_contiguous(run) == ["user", "assistant", "tool", "assistant"]
     assert gap_free(run)
     assert RunEvent.objects.filter(run=run, event_type="run_start").count() == 1
+
+
+@pytest.mark.parametrize("group", [False, True], ids=["main-process", "process-group"])
+def test_a_worker_stopped_with_sigterm_mid_run_leaves_it_finished_once(processes, group):
+    """A deploy: SIGTERM to the worker (systemd's KillMode=mixed signals the main process,
+    control-group every process) while a run sits in a slow tool; a new worker starts."""
+    old = processes("worker", "old")
+    processes("beat")
+    agent = scripted_agent(
+        [{"text": "waiting", "tool_calls": [call("sleep", {"seconds": 2})]}, {"text": "woke up"}],
+        tools=["sleep"],
+    )
+    run = run_start(agent=agent, messages="take your time")
+    wait_for(
+        lambda: Run.objects.filter(pk=run.pk, status="running").exclude(lease_owner="").exists(),
+        20,
+        "claim",
+    )
+    time.sleep(0.5)
+    if group:
+        os.killpg(old.popen.pid, signal.SIGTERM)
+    else:
+        old.popen.send_signal(signal.SIGTERM)
+    processes("worker", "new")
+    wait_for(lambda: Run.objects.get(pk=run.pk).status == "done", 60, "the run to finish")
+    wait_for(lambda: not old.alive(), 30, "the old worker to exit")
+
+    run.refresh_from_db()
+    assert (run.status_reason, run.final_output) == ("natural", "woke up"), old.log()[-3000:]
+    # warm shutdown finishes the segment; a pool child killed by the signal releases the
+    # run, which the new worker resumes: either way, no worker crash is counted
+    assert run.recoveries == 0
+    assert messages_contiguous(run) == ["user", "assistant", "tool", "assistant"]
+    assert gap_free(run)
+    assert ToolCall.objects.get(run=run).status == "succeeded"
 
 
 def test_a_run_whose_worker_loses_its_database_connections_resumes_and_finishes(processes):
