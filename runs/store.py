@@ -15,6 +15,7 @@ from uuid import UUID
 
 from django.db import transaction
 from django.db.models import F
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from runs.jsonsafe import without_nul
@@ -255,7 +256,8 @@ class OrmCheckpointStore:
         if done:  # a finished run holds no lease: releasing it afterwards has nothing to do
             fields.update(lease_owner="", lease_expires_at=None, due=False)
         elif self.lease_seconds:
-            fields["lease_expires_at"] = now + dt.timedelta(seconds=self.lease_seconds)
+            # by the database's clock, like every lease (runs.services.execution)
+            fields["lease_expires_at"] = Now() + dt.timedelta(seconds=self.lease_seconds)
         return fields
 
     def _save_tool_calls(self, run: Run, checkpoint: Checkpoint, now: dt.datetime) -> None:

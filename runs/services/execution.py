@@ -18,7 +18,7 @@ from typing import Any
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import Case, F, Q, Value, When
-from django.db.models.functions import Coalesce
+from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
 from agents.endpoints import abort_remote_on_commit, endpoint_backend_for_spec
@@ -68,13 +68,19 @@ def _lease() -> dt.timedelta:
     return dt.timedelta(seconds=settings.AWAKEN_LEASE_SECONDS)
 
 
+def _lease_until() -> Any:
+    """A new lease's end. Leases are set and judged by the database's clock only
+    (`Now()`), never a worker's: workers' clocks may disagree."""
+    return Now() + _lease()
+
+
 def run_claim(*, run_id: Any, worker: str) -> int | None:
     """Take the run if it is due or its lease expired; returns the fencing attempt."""
     now = timezone.now()
     take = {
         "due": False,
         "lease_owner": worker,
-        "lease_expires_at": now + _lease(),
+        "lease_expires_at": _lease_until(),
         "attempt": F("attempt") + 1,
         "status": Run.Status.RUNNING,
         "status_reason": "",
@@ -86,13 +92,13 @@ def run_claim(*, run_id: Any, worker: str) -> int | None:
     with transaction.atomic():
         claimed = (
             open_runs.filter(due=True)
-            .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now))
+            .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=Now()))
             .update(**take)
         )
         if not claimed:  # a redelivered task finds its dead worker's run: a recovery
-            claimed = open_runs.filter(status=Run.Status.RUNNING, lease_expires_at__lt=now).update(
-                **take, recoveries=F("recoveries") + 1
-            )
+            claimed = open_runs.filter(
+                status=Run.Status.RUNNING, lease_expires_at__lt=Now()
+            ).update(**take, recoveries=F("recoveries") + 1)
         if not claimed:
             return None
         attempt, thread_id = Run.objects.values_list("attempt", "thread_id").get(pk=run_id)
@@ -140,7 +146,7 @@ class LeaseKeeper:
             while not self._stop.wait(interval):
                 try:
                     renewed = Run.objects.filter(pk=self.run_id, attempt=self.attempt).update(
-                        lease_expires_at=timezone.now() + _lease()
+                        lease_expires_at=_lease_until()
                     )
                 except (OperationalError, InterfaceError):
                     # the database is away: try again next time; the lease (three
@@ -437,7 +443,7 @@ def runs_sweep(*, now: dt.datetime | None = None) -> dict[str, int]:
     now = now or timezone.now()
     counts = {"recovered": 0, "redispatched": 0, "given_up": 0, "expired_tickets": 0}
     counts["expired_tickets"] = tickets_expire(now=now)
-    expired = Run.objects.filter(lease_expires_at__lt=now).exclude(status=Run.Status.DONE)
+    expired = Run.objects.filter(lease_expires_at__lt=Now()).exclude(status=Run.Status.DONE)
     for run_id, recoveries in expired.values_list("pk", "recoveries")[:500]:
         if recoveries + 1 > settings.AWAKEN_MAX_ATTEMPTS:
             if run_fail(
@@ -447,7 +453,7 @@ def runs_sweep(*, now: dt.datetime | None = None) -> dict[str, int]:
             ):
                 counts["given_up"] += 1
             continue
-        taken = Run.objects.filter(pk=run_id, lease_expires_at__lt=now).update(
+        taken = Run.objects.filter(pk=run_id, lease_expires_at__lt=Now()).update(
             due=True, lease_owner="", lease_expires_at=None, recoveries=F("recoveries") + 1
         )
         if taken:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from agents.models import Agent
@@ -256,9 +257,9 @@ def run_cancel(*, run: Run, actor: Actor = SYSTEM) -> Run:
         before={"status": run.status, "status_reason": run.status_reason},
     )
     now = timezone.now()
-    held = bool(run.lease_owner) and run.lease_expires_at is not None and run.lease_expires_at > now
-    if held:
-        Run.objects.filter(pk=run.pk).update(cancel_requested_at=now)
+    # a worker holds it (its lease, by the database's clock, is live): it stops the run
+    held = Run.objects.filter(pk=run.pk, lease_expires_at__gt=Now()).exclude(lease_owner="")
+    if held.update(cancel_requested_at=now):
         run.cancel_requested_at = now
         return run
     _finish_cancelled(run, now)

@@ -58,6 +58,26 @@ def test_sweep_recovers_a_dead_workers_run_and_gives_up_on_a_poison_run(settings
     assert_gap_free(run)
 
 
+@pytest.mark.django_db
+@pytest.mark.parametrize("skew_minutes", [10, -10], ids=["ahead", "behind"])
+def test_leases_go_by_the_database_clock_not_a_workers(monkeypatch, skew_minutes):
+    run = run_start(agent=scripted_agent([{"text": "hello"}]), messages="hi")
+    real_now = timezone.now
+    skewed = lambda: real_now() + dt.timedelta(minutes=skew_minutes)  # noqa: E731
+
+    monkeypatch.setattr(timezone, "now", skewed)  # this worker's clock is off
+    first = run_claim(run_id=run.pk, worker="skewed")
+    assert first is not None
+    monkeypatch.setattr(timezone, "now", real_now)
+    assert run_claim(run_id=run.pk, worker="punctual") is None  # the lease is live
+    monkeypatch.setattr(timezone, "now", skewed)
+    assert run_claim(run_id=run.pk, worker="other-skewed") is None
+    assert runs_sweep()["recovered"] == 0
+    run.refresh_from_db()
+    assert (run.lease_owner, run.attempt) == ("skewed", first)
+    assert dt.timedelta(0) < run.lease_expires_at - real_now() <= dt.timedelta(minutes=1)
+
+
 def lose_the_database_at_checkpoints(monkeypatch, times: int) -> None:
     real = OrmCheckpointStore.checkpoint
     left = [times]
