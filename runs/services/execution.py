@@ -239,6 +239,7 @@ def run_advance(*, run_id: Any, worker: str | None = None) -> str:
                 message=f"gave up after {settings.AWAKEN_MAX_ATTEMPTS} interruptions; "
                 f"the last: database error: {exc}",
             )
+            outcome = "failed"
     except Exception as exc:
         logger.exception("run %s crashed the worker segment", run_id)
         run_fail(

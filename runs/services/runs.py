@@ -133,8 +133,10 @@ def run_submit(
     try:
         return _submit(agent, messages, thread, idempotency_key, actor)
     except IntegrityError:
+        if not idempotency_key:
+            raise
         existing = run_for_idempotency_key(actor=actor, key=idempotency_key)
-        if not idempotency_key or existing is None:
+        if existing is None:
             raise
         return existing, False
 

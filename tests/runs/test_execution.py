@@ -117,7 +117,7 @@ def test_a_run_that_keeps_losing_the_database_is_given_up_visibly(monkeypatch, s
     lose_the_database_at_checkpoints(monkeypatch, times=2)
 
     assert run_advance(run_id=run.pk, worker="w1") == "interrupted"
-    assert run_advance(run_id=run.pk, worker="w1") == "interrupted"
+    assert run_advance(run_id=run.pk, worker="w1") == "failed"
     run.refresh_from_db()
     assert (run.status, run.status_reason) == ("done", "error")
     assert "gave up after 1 interruptions" in run.error_payload["message"]
