@@ -236,7 +236,9 @@ class Run(models.Model):
         null=True, blank=True, help_text="Last time a task was enqueued for it."
     )
     recoveries = models.PositiveIntegerField(
-        default=0, help_text="Times the sweep took it back from a dead worker."
+        default=0,
+        help_text="Times it was taken back after losing its segment (a dead worker, a lost "
+        "database connection).",
     )
     input_price_per_million_usd = usd_per_million_tokens(
         "Its model's USD per million input tokens when the run was created."

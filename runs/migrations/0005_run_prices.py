@@ -36,5 +36,10 @@ class Migration(migrations.Migration):
             name='output_price_per_million_usd',
             field=models.DecimalField(validators=[django.core.validators.MinValueValidator(0)], blank=True, decimal_places=4, help_text="Its model's USD per million output tokens when the run was created.", max_digits=12, null=True),
         ),
+        migrations.AlterField(
+            model_name='run',
+            name='recoveries',
+            field=models.PositiveIntegerField(default=0, help_text='Times it was taken back after losing its segment (a dead worker, a lost database connection).'),
+        ),
         migrations.RunPython(keep_current_prices, migrations.RunPython.noop),
     ]
