@@ -61,11 +61,14 @@ def test_fifty_runs_submitted_at_once_all_finish_with_gap_free_logs(processes):
         assert messages_contiguous(run) == ["user", "assistant", "tool", "assistant"]
 
 
-def test_a_worker_killed_in_a_slow_tool_is_replaced_without_duplicates(processes):
-    first = processes("worker", "doomed")
-    processes("beat")
+def run_in_slow_tool(seconds: float, inside: float) -> Run:
+    """A run whose worker sits `inside` seconds into a `seconds`-long sleep tool (the
+    model turn before it is instant)."""
     agent = scripted_agent(
-        [{"text": "waiting", "tool_calls": [call("sleep", {"seconds": 3})]}, {"text": "woke up"}],
+        [
+            {"text": "waiting", "tool_calls": [call("sleep", {"seconds": seconds})]},
+            {"text": "woke up"},
+        ],
         tools=["sleep"],
     )
     run = run_start(agent=agent, messages="take your time")
@@ -74,20 +77,30 @@ def test_a_worker_killed_in_a_slow_tool_is_replaced_without_duplicates(processes
         20,
         "claim",
     )
-    time.sleep(1.0)  # the model turn is instant: the worker is inside the sleep tool now
-    first.kill()
-    processes("worker", "replacement")
-    wait_for(
-        lambda: Run.objects.get(pk=run.pk).status == "done",
-        60,
-        "the run to finish on the new worker",
-    )
+    time.sleep(inside)
+    return run
+
+
+def finished_once(run: Run, log: str) -> Run:
+    """Wait for the run; it ended naturally with one tool call, one of each message and a
+    gap-free log."""
+    wait_for(lambda: Run.objects.get(pk=run.pk).status == "done", 60, "the run to finish")
     run.refresh_from_db()
-    assert (run.status_reason, run.final_output) == ("natural", "woke up")
-    assert run.recoveries == 1
+    assert (run.status_reason, run.final_output) == ("natural", "woke up"), log[-3000:]
     assert ToolCall.objects.get(run=run).status == "succeeded"
     assert messages_contiguous(run) == ["user", "assistant", "tool", "assistant"]
     assert gap_free(run)
+    return run
+
+
+def test_a_worker_killed_in_a_slow_tool_is_replaced_without_duplicates(processes):
+    first = processes("worker", "doomed")
+    processes("beat")
+    run = run_in_slow_tool(3, inside=1.0)
+    first.kill()
+    replacement = processes("worker", "replacement")
+    run = finished_once(run, replacement.log())
+    assert run.recoveries == 1
     assert RunEvent.objects.filter(run=run, event_type="run_start").count() == 1
 
 
@@ -97,62 +110,30 @@ def test_a_worker_stopped_with_sigterm_mid_run_leaves_it_finished_once(processes
     control-group every process) while a run sits in a slow tool; a new worker starts."""
     old = processes("worker", "old")
     processes("beat")
-    agent = scripted_agent(
-        [{"text": "waiting", "tool_calls": [call("sleep", {"seconds": 2})]}, {"text": "woke up"}],
-        tools=["sleep"],
-    )
-    run = run_start(agent=agent, messages="take your time")
-    wait_for(
-        lambda: Run.objects.filter(pk=run.pk, status="running").exclude(lease_owner="").exists(),
-        20,
-        "claim",
-    )
-    time.sleep(0.5)
+    run = run_in_slow_tool(2, inside=0.5)
     if group:
         os.killpg(old.popen.pid, signal.SIGTERM)
     else:
         old.popen.send_signal(signal.SIGTERM)
     processes("worker", "new")
-    wait_for(lambda: Run.objects.get(pk=run.pk).status == "done", 60, "the run to finish")
+    run = finished_once(run, old.log())
     wait_for(lambda: not old.alive(), 30, "the old worker to exit")
-
-    run.refresh_from_db()
-    assert (run.status_reason, run.final_output) == ("natural", "woke up"), old.log()[-3000:]
     # warm shutdown finishes the segment; a pool child killed by the signal releases the
     # run, which the new worker resumes: either way, no worker crash is counted
     assert run.recoveries == 0
-    assert messages_contiguous(run) == ["user", "assistant", "tool", "assistant"]
-    assert gap_free(run)
-    assert ToolCall.objects.get(run=run).status == "succeeded"
 
 
 def test_a_run_whose_worker_loses_its_database_connections_resumes_and_finishes(processes):
     worker = processes("worker")
     processes("beat")
-    agent = scripted_agent(
-        [{"text": "waiting", "tool_calls": [call("sleep", {"seconds": 2})]}, {"text": "woke up"}],
-        tools=["sleep"],
-    )
-    run = run_start(agent=agent, messages="take your time")
-    wait_for(
-        lambda: Run.objects.filter(pk=run.pk, status="running").exclude(lease_owner="").exists(),
-        20,
-        "claim",
-    )
-    time.sleep(1.0)  # inside the sleep tool; then every other session is killed, as a
-    with connection.cursor() as cursor:  # PostgreSQL restart or failover would
-        cursor.execute(
+    run = run_in_slow_tool(2, inside=1.0)
+    with connection.cursor() as cursor:  # every other session dies, as in a PostgreSQL
+        cursor.execute(  # restart or failover
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
             "WHERE datname = current_database() AND pid <> pg_backend_pid()"
         )
-    wait_for(lambda: Run.objects.get(pk=run.pk).status == "done", 60, "the run to finish")
-
-    run.refresh_from_db()
-    assert (run.status_reason, run.final_output) == ("natural", "woke up"), worker.log()[-3000:]
+    finished_once(run, worker.log())
     assert "lost the database mid-segment" in worker.log()
-    assert messages_contiguous(run) == ["user", "assistant", "tool", "assistant"]
-    assert gap_free(run)
-    assert ToolCall.objects.get(run=run).status == "succeeded"
 
 
 def test_runs_waiting_and_running_finish_after_redis_restarts(processes):
