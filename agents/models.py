@@ -24,6 +24,21 @@ class Health(models.TextChoices):
     FAILING = "failing", "Failing"
 
 
+class Configured(models.Model):
+    """A configuration row admins name by its slug: listed by it, shown as it, timestamped."""
+
+    slug: str  # each subclass declares the field, with its own help text
+    created_at = models.DateTimeField(auto_now_add=True, help_text="When it was added.")
+    updated_at = models.DateTimeField(auto_now=True, help_text="Last change.")
+
+    class Meta:
+        abstract = True
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
 class HealthFields(models.Model):
     """The outcome of the last connection check or call (providers and endpoints)."""
 
@@ -42,7 +57,7 @@ class ProviderKind(models.TextChoices):
     OPENAI = "openai", "OpenAI-compatible Chat Completions"
 
 
-class ModelProvider(HealthFields):
+class ModelProvider(Configured, HealthFields):
     Kind = ProviderKind
 
     slug = models.CharField(max_length=63, unique=True, validators=[SLUG], help_text="Provider id.")
@@ -64,14 +79,6 @@ class ModelProvider(HealthFields):
     timeout_seconds = models.FloatField(
         default=300, validators=[MinValueValidator(0.1)], help_text="Per-request timeout."
     )
-    created_at = models.DateTimeField(auto_now_add=True, help_text="When it was added.")
-    updated_at = models.DateTimeField(auto_now=True, help_text="Last change.")
-
-    class Meta:
-        ordering = ["slug"]
-
-    def __str__(self) -> str:
-        return self.slug
 
     def set_api_key(self, value: str) -> None:
         self.api_key_encrypted = secrets.encrypt(value)
@@ -144,7 +151,7 @@ class Model(models.Model):
                     )
 
 
-class RemoteEndpoint(HealthFields):
+class RemoteEndpoint(Configured, HealthFields):
     """A remote agent reached over a protocol backend (REFERENCE §6.3); only `a2a` exists."""
 
     class Backend(models.TextChoices):
@@ -170,14 +177,6 @@ class RemoteEndpoint(HealthFields):
     history_length = models.PositiveIntegerField(
         null=True, blank=True, help_text="Messages of task history to ask for (A2A option)."
     )
-    created_at = models.DateTimeField(auto_now_add=True, help_text="When it was added.")
-    updated_at = models.DateTimeField(auto_now=True, help_text="Last change.")
-
-    class Meta:
-        ordering = ["slug"]
-
-    def __str__(self) -> str:
-        return self.slug
 
     def set_token(self, value: str) -> None:
         self.token_encrypted = secrets.encrypt(value)
@@ -190,7 +189,7 @@ class RemoteEndpoint(HealthFields):
         return secrets.decrypt(self.token_encrypted)
 
 
-class Agent(models.Model):
+class Agent(Configured):
     """The editable draft of an agent. Runs never read it directly: they pin a published
     AgentVersion (publish freezes the draft)."""
 
@@ -254,14 +253,6 @@ class Agent(models.Model):
         related_name="delegators",
         help_text="Agents it may call as tools agent_run_<id>.",
     )
-    created_at = models.DateTimeField(auto_now_add=True, help_text="When it was added.")
-    updated_at = models.DateTimeField(auto_now=True, help_text="Last change.")
-
-    class Meta:
-        ordering = ["slug"]
-
-    def __str__(self) -> str:
-        return self.slug
 
     def clean(self) -> None:
         from . import services
