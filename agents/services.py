@@ -7,11 +7,13 @@ back into the draft, and `agent_version_current` is the version a new run pins.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
+from django.db.models import OuterRef, QuerySet, Subquery
 
 from agents.models import Agent, AgentVersion, Model, RemoteEndpoint
 from runs.runtime.permissions import (
@@ -292,8 +294,29 @@ def spec_normalized(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def agent_version_latest(agent: Agent) -> AgentVersion | None:
-    """The latest published version, or None if the agent was never published."""
-    return AgentVersion.objects.filter(agent_id=agent.pk).order_by("-number").first()
+    """The latest published version, or None if the agent was never published. An agent
+    read with `agents_with_latest_version()` answers from its annotation and the cache."""
+    version_id = getattr(agent, "latest_version_id", _UNREAD)
+    if version_id is _UNREAD:
+        return AgentVersion.objects.filter(agent_id=agent.pk).order_by("-number").first()
+    return agent_version_by_id(version_id) if version_id is not None else None
+
+
+_UNREAD = object()
+
+
+def agents_with_latest_version() -> QuerySet[Agent]:
+    """Agents annotated with `latest_version_id` (None: never published): starting a run
+    reads the agent and the version it pins in one query."""
+    latest = AgentVersion.objects.filter(agent=OuterRef("pk")).order_by("-number")
+    return Agent.objects.annotate(latest_version_id=Subquery(latest.values("pk")[:1]))
+
+
+@functools.lru_cache(maxsize=512)
+def agent_version_by_id(version_id: int) -> AgentVersion:
+    """A published version, cached per process: versions never change once written
+    (tests that roll back rows clear it with `cache_clear()`)."""
+    return AgentVersion.objects.get(pk=version_id)
 
 
 def agent_version_current(*, agent: Agent) -> AgentVersion:

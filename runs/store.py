@@ -14,10 +14,11 @@ from typing import Any
 from uuid import UUID
 
 from django.db import transaction
-from django.db.models import F
-from django.db.models.functions import Now
+from django.db.models import F, Value
+from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
+from agents.services import agent_version_by_id
 from runs.jsonsafe import without_nul
 from runs.models import Message, Run, Thread, Ticket, ToolCall
 from runs.realtime import broadcast_live
@@ -25,6 +26,7 @@ from runs.runtime import types as rt
 from runs.runtime.events import DELTA_EVENT_TYPES, Event
 from runs.runtime.ports import Checkpoint, LeaseLostError, VersionConflictError
 from runs.services.events import apply_thread_projection, events_append, thread_projection
+from runs.sql import update_returning
 
 
 def _ts(value: dt.datetime | None) -> int | None:
@@ -171,40 +173,54 @@ def load_open_tool_calls(run_id: Any) -> dict[str, rt.ToolCallState]:
 
 
 class OrmCheckpointStore:
+    """`announced`: the run's log already holds the `run_start` this activation emits
+    first (the submission committed it, so a client sees the run begin at once); the
+    first checkpoint leaves it out instead of writing it twice."""
+
     def __init__(
-        self, run_id: Any, attempt: int | None, lease_seconds: float | None = None
+        self,
+        run_id: Any,
+        attempt: int | None,
+        lease_seconds: float | None = None,
+        *,
+        announced: bool = False,
     ) -> None:
         self.run_id = run_id
         self.attempt = attempt
         self.lease_seconds = lease_seconds
+        self.announced = announced
 
     def load_run(self, run_id: str) -> rt.RunRecord | None:
         run = Run.objects.select_related("agent").filter(pk=run_id).first()
         return record_from_row(run) if run else None
 
     def checkpoint(self, checkpoint: Checkpoint) -> None:
-        """One transaction of about eight statements, none of them growing with the thread."""
+        """One transaction of four or five statements, none of them growing with the thread:
+        the run row (which locks it, fences the attempt and reserves the events' seqs),
+        the thread (message-count guard and run pointers), the new messages, the changed
+        tool calls and the events."""
         now = timezone.now()
-        record = checkpoint.record
+        events = checkpoint.events
+        if self.announced and events and events[0]["event_type"] == "run_start":
+            events = events[1:]
+        fields = self._record_fields(checkpoint.record, now)
+        fields["started_at"] = Coalesce(F("started_at"), Value(fields["started_at"]))
+        fields["last_event_seq"] = F("last_event_seq") + len(events)
+        held = Run.objects.filter(pk=self.run_id)
+        if self.attempt is not None:
+            held = held.filter(attempt=self.attempt)
         with transaction.atomic():
-            run = (
-                Run.objects.select_for_update()
-                .only(
-                    "id", "thread_id", "agent_version_id", "attempt", "last_event_seq", "started_at"
-                )
-                .get(pk=self.run_id)
-            )
-            if self.attempt is not None and run.attempt != self.attempt:
+            run = update_returning(held, fields, CHECKPOINT_RETURNING)
+            if run is None:
                 raise LeaseLostError(f"run {self.run_id} was claimed by another worker")
-            fields = self._record_fields(run, record, now)
-            for name, value in fields.items():
-                setattr(run, name, value)
+            run.last_event_seq -= len(events)  # events_append numbers from here
             # the thread row is written once: message count guard and run pointers together
             if not self._append_messages(checkpoint, thread_projection(run)):
                 apply_thread_projection(run)
             self._save_tool_calls(run, checkpoint, now)
-            events_append(run, checkpoint.events, now=now, save_counter=False)
-            Run.objects.filter(pk=run.pk).update(**fields, last_event_seq=run.last_event_seq)
+            events_append(run, events, now=now, save_counter=False)
+        if checkpoint.events:  # the activation's run_start is behind us
+            self.announced = False
 
     def _append_messages(self, checkpoint: Checkpoint, thread_updates: dict[str, Any]) -> bool:
         """Append the new messages, guarded by the thread's committed message count, and
@@ -231,7 +247,7 @@ class OrmCheckpointStore:
         )
         return True
 
-    def _record_fields(self, run: Run, record: rt.RunRecord, now: dt.datetime) -> dict[str, Any]:
+    def _record_fields(self, record: rt.RunRecord, now: dt.datetime) -> dict[str, Any]:
         done = record.status is rt.RunStatus.DONE
         fields: dict[str, Any] = {
             "status": record.status.value,
@@ -248,7 +264,7 @@ class OrmCheckpointStore:
             "input_tokens": record.input_tokens,
             "output_tokens": record.output_tokens,
             "state": record.state.to_json() if record.state else None,
-            "started_at": run.started_at or _dt(record.started_at) or now,
+            "started_at": _dt(record.started_at) or now,  # unless the row has one
             "finished_at": now if done else None,
             "updated_at": now,
         }
@@ -331,6 +347,18 @@ class OrmCheckpointStore:
         )
 
 
+# what a checkpoint needs back from the run row it updates (events, thread, tickets, lists)
+CHECKPOINT_RETURNING = (
+    "thread_id",
+    "agent_version_id",
+    "status",
+    "status_reason",
+    "waiting",
+    "steps",
+    "last_event_seq",
+    "updated_at",
+)
+
 TOOL_CALL_FIELDS = (
     "tool_name",
     "arguments",
@@ -344,7 +372,7 @@ TOOL_CALL_FIELDS = (
 
 
 def ticket_deadline(run: Run, now: dt.datetime) -> dict[str, Any]:
-    spec = run.agent_version.spec if run.agent_version_id else {}
+    spec = agent_version_by_id(run.agent_version_id).spec if run.agent_version_id else {}
     seconds = spec.get("ticket_deadline_seconds")
     if not seconds:
         return {}

@@ -32,3 +32,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "postgres" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_process_caches() -> None:
+    """Per-process caches of immutable rows are keyed by id; SQLite hands out the ids of
+    rolled-back rows again, so each test starts with empty caches."""
+    from agents.services import agent_version_by_id
+
+    agent_version_by_id.cache_clear()

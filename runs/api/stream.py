@@ -1,12 +1,19 @@
 """Server-Sent Events for a run: `GET /api/v1/runs/{id}/events/stream`.
 
-The stream polls the durable event log (gap-free per-run seq, committed with the
-checkpoint it describes), so it works under WSGI and ASGI and whichever process or
-machine wrote the events. Each event is one SSE message with `id: <seq>`; a client
-resumes with `Last-Event-ID` (or `?after_seq=`) and gets every later event exactly once.
-Comments keep idle connections alive. The stream closes after `run_finish` or `error`
-(unless `follow=true`, which keeps streaming while the run may resume), when the run is
-done and all its events were sent, or after MAX_STREAM_SECONDS (reconnect to go on).
+The durable event log (gap-free per-run seq, committed with the checkpoint it
+describes) is the truth; the channel layer says when there is something new. Under ASGI
+the stream joins the run's group, then reads the log once (everything after the
+client's seq), and from then on forwards the frames each commit broadcasts, reading the
+log again only to fill a gap (a frame that skips a seq: the layer drops messages for
+slow consumers and loses them when Redis restarts) and, as a safety net for a lost last
+message, when the run has been quiet for RECHECK_SECONDS. Under WSGI (no event loop to
+wait on the layer) it polls the log every POLL_SECONDS.
+
+Each event is one SSE message with `id: <seq>`; a client resumes with `Last-Event-ID`
+(or `?after_seq=`) and gets every later event exactly once. Comments keep idle
+connections alive. The stream closes after `run_finish` or `error` (unless
+`follow=true`, which keeps streaming while the run may resume), when the run is done
+and all its events were sent, or after MAX_STREAM_SECONDS (reconnect to go on).
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.core.handlers.asgi import ASGIRequest
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import DatabaseError, close_old_connections, connection
@@ -30,6 +38,7 @@ from rest_framework.response import Response
 
 from runs import permissions as perms
 from runs.models import Run, RunEvent
+from runs.realtime import run_group
 from runs.runtime.events import TERMINAL_EVENT_TYPES
 from runs.services.errors import InvalidInput, NotFound
 
@@ -39,7 +48,12 @@ from .serializers import StreamQuerySerializer
 
 # Module constants so tests (and operators) can shorten them.
 HEARTBEAT_SECONDS = 15.0
-POLL_SECONDS = 0.3
+POLL_SECONDS = 0.3  # WSGI only
+# Pushed streams read the log when nothing arrived for this long. The in-memory layer
+# of the embedded default only hears this process's runs (a CLI run in another process
+# is silent), so it checks more often.
+RECHECK_SECONDS = 15.0
+RECHECK_SECONDS_IN_MEMORY = 1.0
 MAX_STREAM_SECONDS = 30 * 60.0
 BATCH = 200
 RETRY_MS = 2000
@@ -66,6 +80,7 @@ class EventStream:
         self.last_seq = after_seq
         self.follow = follow
         self.done = False
+        self.needs_status = False
         self.started = time.monotonic()
         self.last_write = self.started
 
@@ -136,19 +151,90 @@ class EventStream:
             _release_connection()
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        """ASGI: polls run in the request's thread-sensitive executor, sleeps don't block."""
+        """ASGI: woken by the channel layer; database reads run in the request's
+        thread-sensitive executor."""
+        layer = get_channel_layer()
+        if layer is None:
+            async for chunk in self._polled():
+                yield chunk
+            return
+        channel = await layer.new_channel()
+        group = run_group(self.run_id)
+        await layer.group_add(group, channel)  # before the first read: nothing falls between
+        recheck = (
+            RECHECK_SECONDS_IN_MEMORY
+            if isinstance(layer, InMemoryChannelLayer)
+            else RECHECK_SECONDS
+        )
+        poll = sync_to_async(self.poll)
+        try:
+            yield self.opening()
+            chunks = await poll()
+            while True:
+                for chunk in self.tick(chunks):
+                    yield chunk
+                if self.done:
+                    return
+                wait = max(
+                    0.0, min(recheck, self.until_heartbeat(), MAX_STREAM_SECONDS - self.age())
+                )
+                try:
+                    message = await asyncio.wait_for(layer.receive(channel), wait)
+                except TimeoutError:
+                    chunks = await poll()  # quiet for a while: was a message lost?
+                    continue
+                frames = message.get("events") if message.get("type") == "run.events" else None
+                if not frames:
+                    chunks = []
+                elif self.follows(frames):
+                    chunks = self.forward(frames)
+                    if self.needs_status:  # a finish while following: may it resume?
+                        chunks += await poll()
+                else:  # a gap: the log has what the layer dropped
+                    chunks = await poll()
+        finally:
+            await layer.group_discard(group, channel)
+            await sync_to_async(_release_connection)()
+
+    async def _polled(self) -> AsyncIterator[bytes]:
         poll = sync_to_async(self.poll)
         try:
             yield self.opening()
             while True:
-                chunks = self.tick(await poll())
-                for chunk in chunks:
+                for chunk in self.tick(await poll()):
                     yield chunk
                 if self.done:
                     return
                 await asyncio.sleep(POLL_SECONDS)
         finally:
             await sync_to_async(_release_connection)()
+
+    def age(self) -> float:
+        return time.monotonic() - self.started
+
+    def until_heartbeat(self) -> float:
+        return HEARTBEAT_SECONDS - (time.monotonic() - self.last_write)
+
+    def follows(self, frames: list[dict[str, Any]]) -> bool:
+        """The broadcast frames continue what was sent (or repeat some of it): no gap."""
+        return int(frames[0]["seq"]) <= self.last_seq + 1
+
+    def forward(self, frames: list[dict[str, Any]]) -> list[bytes]:
+        """The broadcast frames not sent yet, in order, up to a terminal event."""
+        chunks: list[bytes] = []
+        self.needs_status = False
+        for frame in frames:
+            seq = int(frame["seq"])
+            if seq <= self.last_seq:
+                continue
+            chunks.append(sse_message(frame))
+            self.last_seq = seq
+            if frame.get("event_type") in TERMINAL_EVENT_TYPES:
+                if not self.follow:
+                    self.done = True
+                    break
+                self.needs_status = True
+        return chunks
 
 
 class EventStreamRenderer(BaseRenderer):

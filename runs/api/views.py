@@ -15,6 +15,7 @@ from rest_framework.response import Response
 
 from agents.models import Agent
 from agents.pricing import cost_text, run_cost_usd
+from agents.services import agents_with_latest_version
 from runs import permissions as perms
 from runs import selectors
 from runs.models import AuditEntry, Decision, Message, Run, RunEvent, Thread, Ticket
@@ -107,7 +108,7 @@ def get_thread(thread_id: Any) -> Thread:
 
 
 def get_agent(slug: str) -> Agent:
-    agent = Agent.objects.filter(slug=slug).first()
+    agent = agents_with_latest_version().filter(slug=slug).first()
     if agent is None:
         raise NotFound(f"agent {slug} not found", {"agent_id": slug})
     return agent
@@ -117,10 +118,12 @@ def tickets_query() -> Any:
     return Ticket.objects.select_related("run__agent", "tool_call", "decision")
 
 
-def run_record_json(run: Run) -> dict[str, Any]:
+def run_record_json(run: Run, *, fresh: bool = False) -> dict[str, Any]:
     """The full RunRecord (upstream's JSON) with the open tickets in `waiting.tickets`
-    and this service's bookkeeping fields."""
-    run = Run.objects.select_related("agent", "agent_version").get(pk=run.pk)
+    and this service's bookkeeping fields. `fresh`: `run` is as just written, with its
+    agent and version (a run just created); otherwise it is read again."""
+    if not fresh:
+        run = Run.objects.select_related("agent", "agent_version").get(pk=run.pk)
     record = record_to_json(record_from_row(run))
     if record["waiting"] is not None:
         tickets = (
@@ -152,7 +155,7 @@ def _start(
         idempotency_key=key,
         actor=actor_for(request),
     )
-    return Response(run_record_json(run), status=201 if created else 200)
+    return Response(run_record_json(run, fresh=created), status=201 if created else 200)
 
 
 def _decide(request: Request, ticket: Ticket, body: dict[str, Any]) -> Response:

@@ -89,6 +89,14 @@ class CancellationToken:
     def cancel(self) -> None:
         self._event.set()
 
+    def polled(self, fired: bool) -> None:
+        """The caller just read the outside source itself: take its answer, and poll again
+        only after `poll_interval`."""
+        with self._lock:
+            self._last_poll = time.monotonic()
+        if fired:
+            self._event.set()
+
     def is_cancelled(self) -> bool:
         if self._event.is_set():
             return True

@@ -16,6 +16,8 @@ from django.utils import timezone
 from runs.jsonsafe import without_nul
 from runs.models import Run, RunEvent, Thread
 from runs.realtime import broadcast_events
+from runs.runtime import events as ev
+from runs.runtime.loop import RunIdentity
 from runs.runtime.types import RunStatus
 
 
@@ -30,6 +32,29 @@ def run_summary(run: Run) -> dict[str, Any]:
         "last_event_seq": run.last_event_seq,
         "updated_at": run.updated_at.isoformat(),
     }
+
+
+def run_identity(run: Run) -> RunIdentity:
+    """Who the run is, as its `run_start` events say (REFERENCE §5)."""
+    parent = run.parent_run if run.parent_run_id else None
+    return RunIdentity(
+        thread_id=str(run.thread_id),
+        run_id=str(run.pk),
+        agent_id=run.agent.slug,
+        parent_run_id=str(run.parent_run_id) if run.parent_run_id else None,
+        parent_thread_id=str(parent.thread_id) if parent else None,
+        parent_tool_call_id=run.parent_tool_call_id or None,
+        origin=run.origin,
+        run_mode="resume" if run.steps else "foreground",
+    )
+
+
+def run_start_event(run: Run) -> dict[str, Any]:
+    """The `run_start` of a run's first activation, as the worker's loop emits it."""
+    identity = run_identity(run)
+    return ev.run_start(
+        identity.thread_id, identity.run_id, identity.parent_run_id, identity.to_json()
+    )
 
 
 def events_append(

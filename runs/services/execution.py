@@ -25,7 +25,7 @@ from agents.endpoints import abort_remote_on_commit, endpoint_backend_for_spec
 from agents.models import Agent
 from agents.pricing import price_snapshot
 from agents.resolver import VersionResolver
-from agents.services import agent_version_current
+from agents.services import agent_version_by_id, agent_version_current
 from runs.models import DELEGATE_TICKET_PREFIX, Message, Run, Thread, Ticket
 from runs.runtime import types as rt
 from runs.runtime.backends import (
@@ -38,7 +38,6 @@ from runs.runtime.backends import (
     LocalBackend,
     map_termination,
 )
-from runs.runtime.loop import RunIdentity
 from runs.runtime.ports import (
     CancellationToken,
     LeaseLostError,
@@ -47,8 +46,9 @@ from runs.runtime.ports import (
 )
 from runs.services.dispatch import run_dispatch
 from runs.services.errors import ServiceError
-from runs.services.events import apply_thread_projection, events_append
+from runs.services.events import apply_thread_projection, events_append, run_identity
 from runs.services.runs import run_request_cancel_flag
+from runs.sql import update_returning
 from runs.store import (
     OrmCheckpointStore,
     OrmLiveSink,
@@ -74,8 +74,14 @@ def _lease_until() -> Any:
     return Now() + _lease()
 
 
-def run_claim(*, run_id: Any, worker: str) -> int | None:
-    """Take the run if it is due or its lease expired; returns the fencing attempt."""
+AGENT_SLUG = {
+    "agent_slug": "(SELECT slug FROM agents_agent WHERE agents_agent.id = runs_run.agent_id)"
+}
+
+
+def run_claim(*, run_id: Any, worker: str) -> Run | None:
+    """Take the run if it is due or its lease expired: one guarded update that answers the
+    claimed row (its `attempt` fences every later write of this worker)."""
     now = timezone.now()
     take = {
         "due": False,
@@ -89,21 +95,26 @@ def run_claim(*, run_id: Any, worker: str) -> int | None:
         "updated_at": now,
     }
     open_runs = Run.objects.filter(pk=run_id).exclude(status=Run.Status.DONE)
-    with transaction.atomic():
-        claimed = (
-            open_runs.filter(due=True)
-            .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=Now()))
-            .update(**take)
+    with transaction.atomic(savepoint=False):
+        run = update_returning(
+            open_runs.filter(due=True).filter(
+                Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=Now())
+            ),
+            take,
+            extra=AGENT_SLUG,
         )
-        if not claimed:  # a redelivered task finds its dead worker's run: a recovery
-            claimed = open_runs.filter(
-                status=Run.Status.RUNNING, lease_expires_at__lt=Now()
-            ).update(**take, recoveries=F("recoveries") + 1)
-        if not claimed:
-            return None
-        attempt, thread_id = Run.objects.values_list("attempt", "thread_id").get(pk=run_id)
-        apply_thread_projection(Run(pk=run_id, thread_id=thread_id, status=Run.Status.RUNNING))
-        return int(attempt)
+        if run is None:  # a redelivered task finds its dead worker's run: a recovery
+            run = update_returning(
+                open_runs.filter(status=Run.Status.RUNNING, lease_expires_at__lt=Now()),
+                {**take, "recoveries": F("recoveries") + 1},
+                extra=AGENT_SLUG,
+            )
+        if run is not None:
+            # the agent as it is named now (only its slug is loaded)
+            slug = run.agent_slug  # type: ignore[attr-defined]
+            run.agent = Agent.from_db(None, ["id", "slug"], [run.agent_id, slug])
+            apply_thread_projection(run)
+        return run
 
 
 def run_release(*, run_id: Any, attempt: int) -> None:
@@ -164,60 +175,82 @@ class LeaseKeeper:
             connection.close()
 
 
-def _identity(run: Run) -> RunIdentity:
-    parent = run.parent_run
-    return RunIdentity(
-        thread_id=str(run.thread_id),
-        run_id=str(run.pk),
-        agent_id=run.agent.slug,
-        parent_run_id=str(run.parent_run_id) if run.parent_run_id else None,
-        parent_thread_id=str(parent.thread_id) if parent else None,
-        parent_tool_call_id=run.parent_tool_call_id or None,
-        origin=run.origin,
-        run_mode="resume" if run.steps else "foreground",
-    )
-
-
-def _cancel_token(run_id: Any, parent: CancellationToken | None = None) -> CancellationToken:
+def _cancel_token(run: Run, parent: CancellationToken | None = None) -> CancellationToken:
     def poll() -> bool:
-        return (parent is not None and parent.is_cancelled()) or run_request_cancel_flag(run_id)
+        return (parent is not None and parent.is_cancelled()) or run_request_cancel_flag(run.pk)
 
     return CancellationToken(poll=poll, poll_interval=0.25)
 
 
-def run_execute(*, run_id: Any, attempt: int, worker: str) -> BackendRunResult:
+class Segment:
+    """What one activation of a claimed run needs, loaded in one go (the claim's
+    transaction, in `run_advance`), then executed under the lease."""
+
+    def __init__(self, run: Run, worker: str, *, just_claimed: bool = False) -> None:
+        run.agent_version = agent_version_by_id(run.agent_version_id)
+        self.run = run
+        self.token = _cancel_token(run)
+        if just_claimed:  # the row was read in this transaction: no need to ask again yet
+            self.token.polled(run.cancel_requested_at is not None)
+        resolver = VersionResolver(
+            {run.agent.slug: run.agent_version},
+            delegate_runner=_delegate_runner(run, run.attempt, worker),
+        )
+        self.request = BackendRootRunRequest(
+            agent_id=run.agent.slug,
+            messages=load_messages(run.thread_id),
+            sink=OrmLiveSink(run.pk),
+            resolver=resolver,
+            identity=run_identity(run),
+            store=OrmCheckpointStore(
+                run.pk,
+                run.attempt,
+                settings.AWAKEN_LEASE_SECONDS,
+                # the submission recorded this first activation's run_start already
+                announced=run.steps == 0 and run.last_event_seq == 1,
+            ),
+            control=BackendControl(cancellation_token=self.token, decisions_attached=False),
+            previous=record_from_row(run),
+            # a run that never checkpointed has no tool calls yet
+            tool_calls=load_open_tool_calls(run.pk) if run.steps else {},
+        )
+        self.remote = endpoint_backend_for_spec(run.agent_version.spec or {})  # A2A agents
+
+    def execute(self) -> BackendRunResult:
+        with LeaseKeeper(self.run.pk, self.run.attempt, self.token):
+            return (self.remote or LocalBackend()).execute_root(self.request)
+
+
+def run_execute(*, run: Run, worker: str) -> BackendRunResult:
     """Run one segment of a claimed run: from its last checkpoint until it ends or waits."""
-    run = Run.objects.select_related("agent", "agent_version", "parent_run").get(pk=run_id)
-    token = _cancel_token(run.pk)
-    resolver = VersionResolver(
-        {run.agent.slug: run.agent_version}, delegate_runner=_delegate_runner(run, attempt, worker)
-    )
-    request = BackendRootRunRequest(
-        agent_id=run.agent.slug,
-        messages=load_messages(run.thread_id),
-        sink=OrmLiveSink(run.pk),
-        resolver=resolver,
-        identity=_identity(run),
-        store=OrmCheckpointStore(run.pk, attempt, settings.AWAKEN_LEASE_SECONDS),
-        control=BackendControl(cancellation_token=token, decisions_attached=False),
-        previous=record_from_row(run),
-        tool_calls=load_open_tool_calls(run.pk),
-    )
-    remote = endpoint_backend_for_spec(run.agent_version.spec or {})  # remote (A2A) agents
-    with LeaseKeeper(run.pk, attempt, token):
-        return (remote or LocalBackend()).execute_root(request)
+    return Segment(run, worker).execute()
 
 
 def run_advance(*, run_id: Any, worker: str | None = None) -> str:
     """The body of the `advance_run` task. Returns what happened, for logs and tests."""
     worker = worker or worker_identity()
-    attempt = run_claim(run_id=run_id, worker=worker)
-    if attempt is None:
-        return "skipped"
+    segment: Segment | None = None
+    failure: Exception | None = None
+    with transaction.atomic():  # the claim and everything the segment loads: one round
+        run = run_claim(run_id=run_id, worker=worker)
+        if run is None:
+            return "skipped"
+        try:
+            segment = Segment(run, worker, just_claimed=True)
+        except (OperationalError, InterfaceError):
+            raise  # the claim rolls back with it: the run is still due
+        except Exception as exc:  # bad data: fail the run below, once the claim committed
+            failure = exc
+    attempt = run.attempt
     outcome = "finished"
+    settled = False  # the last checkpoint ended the run and gave its lease up
     try:
-        result = run_execute(run_id=run_id, attempt=attempt, worker=worker)
+        if failure is not None:
+            raise failure
+        assert segment is not None
+        result = segment.execute()
         outcome = str(result.status)
+        settled = result.status.durable_run_status(result.termination) is rt.RunStatus.DONE
     except LeaseLostError:
         logger.warning("run %s: lease lost to another worker; stopping", run_id)
         return "lease_lost"
@@ -249,8 +282,10 @@ def run_advance(*, run_id: Any, worker: str | None = None) -> str:
         )
         outcome = "failed"
     finally:
-        run_release(run_id=run_id, attempt=attempt)
-    run_notify_parent(run_id=run_id)
+        if not settled:
+            run_release(run_id=run_id, attempt=attempt)
+    if run.parent_run_id:
+        run_notify_parent(run_id=run_id)
     return outcome
 
 
@@ -334,19 +369,19 @@ def _delegate_runner(parent: Run, attempt: int, worker: str) -> Any:
             return _child_result(child)  # a replayed step: do not run the child twice
         if child is None:
             child = _child_create(parent, agent_id, prompt, ctx.call_id)
-        child_attempt = run_claim(run_id=child.pk, worker=worker)
-        if child_attempt is None:
+        claimed = run_claim(run_id=child.pk, worker=worker)
+        if claimed is None:
             return _child_result(Run.objects.select_related("agent").get(pk=child.pk))
         try:
             child = Run.objects.select_related("agent", "agent_version", "parent_run").get(
                 pk=child.pk
             )
-            token = _cancel_token(child.pk, parent=ctx.cancel)
+            token = _cancel_token(child, parent=ctx.cancel)
             resolver = VersionResolver(
                 {child.agent.slug: child.agent_version},
-                delegate_runner=_delegate_runner(child, child_attempt, worker),
+                delegate_runner=_delegate_runner(child, claimed.attempt, worker),
             )
-            with LeaseKeeper(child.pk, child_attempt, token):
+            with LeaseKeeper(child.pk, claimed.attempt, token):
                 result = LocalBackend().execute_delegate(
                     BackendDelegateRunRequest(
                         agent_id=agent_id,
@@ -358,13 +393,13 @@ def _delegate_runner(parent: Run, attempt: int, worker: str) -> Any:
                         ),
                         control=BackendControl(cancellation_token=token),
                         store=OrmCheckpointStore(
-                            child.pk, child_attempt, settings.AWAKEN_LEASE_SECONDS
+                            child.pk, claimed.attempt, settings.AWAKEN_LEASE_SECONDS
                         ),
-                        identity=_identity(child),
+                        identity=run_identity(child),
                     )
                 )
         finally:
-            run_release(run_id=child.pk, attempt=child_attempt)
+            run_release(run_id=child.pk, attempt=claimed.attempt)
         return result
 
     return run_delegate

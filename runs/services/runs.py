@@ -18,7 +18,12 @@ from runs.runtime import types as rt
 from runs.services.audit import SYSTEM, Actor, audit_record
 from runs.services.dispatch import enqueue_on_commit, run_dispatch
 from runs.services.errors import IllegalTransition, InvalidInput
-from runs.services.events import apply_thread_projection, events_append, thread_projection
+from runs.services.events import (
+    apply_thread_projection,
+    events_append,
+    run_start_event,
+    thread_projection,
+)
 from runs.store import message_to_row
 
 MAX_MESSAGE_CHARS = 100_000
@@ -150,9 +155,10 @@ def _submit(
         if existing is not None:
             return existing, False
     new_messages = normalize_input_messages(messages)
-    if thread is None:  # new: no other transaction sees it before this one commits
+    new_thread = thread is None
+    if thread is None:  # inserted below, once its run pointers are known
         title = next((m.text() for m in new_messages if m.role is rt.Role.USER), "")[:80]
-        thread = Thread.objects.create(title=title)
+        thread = Thread(title=title)
         open_run = None
     else:
         thread = Thread.objects.select_for_update().get(pk=thread.pk)
@@ -193,10 +199,19 @@ def _submit(
             input_message_count=len(trigger_ids),
         ).to_json(),
         input=_input_for(thread, trigger_ids),
+        last_event_seq=1,  # its run_start, appended below
     )
-    Thread.objects.filter(pk=thread.pk).update(
-        message_count=thread.message_count, **thread_projection(run)
-    )
+    if new_thread:  # foreign keys are checked at commit: the thread may come last
+        thread.latest_run_id = thread.open_run_id = run.pk
+        thread.save(force_insert=True)
+    else:
+        Thread.objects.filter(pk=thread.pk).update(
+            message_count=thread.message_count, **thread_projection(run)
+        )
+    # The first event commits with the run, so a client following it sees it begin at
+    # once; the worker's first checkpoint leaves its own copy out (OrmCheckpointStore).
+    run.last_event_seq = 0
+    events_append(run, [run_start_event(run)], save_counter=False)
     audit_record(
         actor=actor,
         action="run.start",

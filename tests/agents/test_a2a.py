@@ -311,7 +311,7 @@ def test_a_worker_killed_while_the_remote_task_runs_is_replaced_without_a_second
     server, allow_private, monkeypatch
 ):
     run = run_start(agent=remote_agent(server), messages="wait 0.5 all done")
-    attempt = run_claim(run_id=run.pk, worker="doomed")
+    claimed = run_claim(run_id=run.pk, worker="doomed")
     real_checkpoint = OrmCheckpointStore.checkpoint
     writes: list[bool] = []
 
@@ -324,7 +324,7 @@ def test_a_worker_killed_while_the_remote_task_runs_is_replaced_without_a_second
     with monkeypatch.context() as patched:
         patched.setattr(OrmCheckpointStore, "checkpoint", dies_before_the_final_checkpoint)
         with pytest.raises(WorkerKilled):
-            run_execute(run_id=run.pk, attempt=attempt, worker="doomed")
+            run_execute(run=claimed, worker="doomed")
     run.refresh_from_db()
     assert run.status == "running" and remote_state(run)["awaiting"] is True
     sent_task = remote_state(run)["task_id"]
@@ -344,7 +344,7 @@ def test_a_worker_killed_before_recording_the_sent_task_resends_under_the_same_m
     server, allow_private, monkeypatch
 ):
     run = run_start(agent=remote_agent(server), messages="wait 0.3 all done")
-    attempt = run_claim(run_id=run.pk, worker="doomed")
+    claimed = run_claim(run_id=run.pk, worker="doomed")
 
     def dies_at_the_first_checkpoint(store, checkpoint):  # type: ignore[no-untyped-def]
         raise WorkerKilled  # the task was sent; nothing of it is recorded
@@ -352,7 +352,7 @@ def test_a_worker_killed_before_recording_the_sent_task_resends_under_the_same_m
     with monkeypatch.context() as patched:
         patched.setattr(OrmCheckpointStore, "checkpoint", dies_at_the_first_checkpoint)
         with pytest.raises(WorkerKilled):
-            run_execute(run_id=run.pk, attempt=attempt, worker="doomed")
+            run_execute(run=claimed, worker="doomed")
     assert server.wait_for(lambda r: len(r.prompts) == 1)
     expire_lease(run)
     assert runs_sweep()["recovered"] == 1

@@ -105,11 +105,13 @@ def test_stream_delivers_events_as_the_worker_persists_them(api):
     run = run_start(agent=agent, messages="go")
     reader = Reader(api.get(url(run)))
     reader.next()  # opening
-    heartbeat = reader.next()  # nothing persisted yet: the connection is kept alive
+    first = reader.next()  # committed with the submission
+    assert first["data"]["event_type"] == "run_start"
+    heartbeat = reader.next()  # nothing more persisted yet: the connection is kept alive
     assert heartbeat == {"comment": "heartbeat"}
     drive(run)  # the worker commits while the client is connected
-    events = reader.events()
-    assert events[0]["event_type"] == "run_start" and events[-1]["event_type"] == "run_finish"
+    events = [first["data"], *reader.events()]
+    assert events[-1]["event_type"] == "run_finish"
     assert seqs(events) == list(range(1, Run.objects.get(pk=run.pk).last_event_seq + 1))
     assert reader.ended
 
@@ -208,7 +210,7 @@ def test_stream_under_asgi_uses_an_async_iterator(operator):
 def test_asgi_stream_sends_before_the_run_ends(operator, monkeypatch):
     """Under ASGI the chunks go out as they come (a sync iterator would be read whole first)."""
     monkeypatch.setattr(stream, "MAX_STREAM_SECONDS", 5.0)
-    run = run_start(agent=scripted_agent([{"text": "x"}]), messages="go")  # no events yet
+    run = run_start(agent=scripted_agent([{"text": "x"}]), messages="go")  # run_start only
     client = AsyncClient()
     auth = {"Authorization": f"Bearer {token_for(operator)}"}
 
@@ -219,5 +221,6 @@ def test_asgi_stream_sends_before_the_run_ends(operator, monkeypatch):
         await iterator.aclose()
         return chunks
 
-    opening, heartbeat = map(parse, async_to_sync(first_two)())
-    assert opening["retry"] == "2000" and heartbeat == {"comment": "heartbeat"}
+    opening, first = map(parse, async_to_sync(first_two)())
+    # the submission committed the run's first event: a client sees it begin at once
+    assert opening["retry"] == "2000" and first["data"]["event_type"] == "run_start"

@@ -31,10 +31,10 @@ def test_a_stale_worker_cannot_write_after_another_claimed_the_run():
     expire_lease(run)
     assert runs_sweep()["recovered"] == 1
     second = run_claim(run_id=run.pk, worker="w2")
-    assert second == first + 1
+    assert second.attempt == first.attempt + 1
     with pytest.raises(LeaseLostError):
-        run_execute(run_id=run.pk, attempt=first, worker="w1")
-    run_execute(run_id=run.pk, attempt=second, worker="w2")
+        run_execute(run=first, worker="w1")
+    run_execute(run=second, worker="w2")
     run.refresh_from_db()
     assert run.status_reason == "natural"
     assert Message.objects.filter(thread=run.thread).count() == 2  # no duplicate reply
@@ -74,7 +74,7 @@ def test_leases_go_by_the_database_clock_not_a_workers(monkeypatch, skew_minutes
     assert run_claim(run_id=run.pk, worker="other-skewed") is None
     assert runs_sweep()["recovered"] == 0
     run.refresh_from_db()
-    assert (run.lease_owner, run.attempt) == ("skewed", first)
+    assert (run.lease_owner, run.attempt) == ("skewed", first.attempt)
     assert dt.timedelta(0) < run.lease_expires_at - real_now() <= dt.timedelta(minutes=1)
 
 

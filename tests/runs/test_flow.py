@@ -279,11 +279,11 @@ def test_cancel_of_a_claimed_run_is_cooperative():
     from runs.services.execution import run_claim, run_execute
 
     run = start(scripted_agent([{"text": "never said"}]))
-    attempt = run_claim(run_id=run.pk, worker="w1")
+    claimed = run_claim(run_id=run.pk, worker="w1")
     run_cancel(run=run)
     run.refresh_from_db()
     assert run.status == "running" and run.cancel_requested_at is not None
-    run_execute(run_id=run.pk, attempt=attempt, worker="w1")
+    run_execute(run=claimed, worker="w1")
     run.refresh_from_db()
     assert (run.status, run.status_reason) == ("done", "cancelled")
     assert event_types(run) == ["run_start", *FINISH]
