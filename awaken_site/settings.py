@@ -40,6 +40,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "awaken_site.middleware.DatabaseUnavailableMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -72,11 +73,34 @@ TEMPLATES = [
 # --- Database -------------------------------------------------------------------------
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 DATABASE_URL = env_str("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'awaken.sqlite3'}"
-DATABASES = {
-    "default": dj_database_url.parse(
-        DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 60), conn_health_checks=True
-    )
-}
+DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_health_checks=True)}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_bool("DB_POOL", True):
+    # One psycopg connection pool per process (Django creates it at the first query, so
+    # each Celery prefork child gets its own: awaken_site/celery.py). Daphne serves each
+    # request on a new thread, so per-thread persistent connections piled up (one per
+    # thread ever used) and opening one per request cost a tenth of the CPU; the pool
+    # caps a process at DB_POOL_MAX_SIZE connections and lends them out per request.
+    # A request that waits DB_POOL_TIMEOUT seconds for one gets a 503 (middleware
+    # below). Sizing: README, "Sizing the database connection pool".
+    if env_int("DB_CONN_MAX_AGE", 0) != 0:
+        raise ImproperlyConfigured(
+            "DB_CONN_MAX_AGE applies without the pool only: set DB_POOL=false to use it"
+        )
+    _pool_max = env_int("DB_POOL_MAX_SIZE", 8, minimum=1)
+    _pool_min = env_int("DB_POOL_MIN_SIZE", 1, minimum=0)
+    if _pool_min > _pool_max:
+        raise ImproperlyConfigured(
+            f"DB_POOL_MIN_SIZE ({_pool_min}) must not exceed DB_POOL_MAX_SIZE ({_pool_max})"
+        )
+    DATABASES["default"]["CONN_MAX_AGE"] = 0  # Django requires it: the pool keeps them
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": _pool_min,
+        "max_size": _pool_max,
+        "timeout": env_float("DB_POOL_TIMEOUT", 10.0, minimum=0.1),
+    }
+else:
+    # DB_POOL=false: persistent connections, one per thread, kept DB_CONN_MAX_AGE seconds.
+    DATABASES["default"]["CONN_MAX_AGE"] = env_int("DB_CONN_MAX_AGE", 60, minimum=0)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     DATABASES["default"]["OPTIONS"] = {
@@ -91,11 +115,34 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Channels and Celery ----------------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL")
+# Redis socket timeouts are set explicitly everywhere: redis-py 8 changed its default
+# `socket_timeout` from None (wait forever) to 5 s, which breaks clients that block on
+# Redis for 5 s themselves, while None leaves a command hanging forever on a connection
+# that died silently (failover, NAT timeout). Query parameters in REDIS_URL
+# (`?socket_timeout=`) override these values.
+REDIS_CONNECT_TIMEOUT = env_float("REDIS_CONNECT_TIMEOUT", 5.0, minimum=0.1)
 if REDIS_URL:
+    # channels-redis waits for a websocket's next message with a blocking BZPOPMIN of 5 s
+    # (RedisChannelLayer.brpop_timeout); with redis-py 8's 5 s socket timeout the read
+    # raced it and an idle consumer died with TimeoutError, closing its websocket with
+    # 1011 about every 5 s. The read timeout must stay above the blocking pop; keepalive
+    # and the idle-connection PING (health_check_interval) notice dead connections.
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "capacity": 500, "group_expiry": 3600},
+            "CONFIG": {
+                "hosts": [
+                    {
+                        "address": REDIS_URL,
+                        "socket_timeout": 5 + 10.0,  # brpop_timeout + margin
+                        "socket_connect_timeout": REDIS_CONNECT_TIMEOUT,
+                        "socket_keepalive": True,
+                        "health_check_interval": 30,
+                    }
+                ],
+                "capacity": 500,
+                "group_expiry": 3600,
+            },
         }
     }
 else:
@@ -114,6 +161,14 @@ CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     # Above the longest run segment; the lease sweep, not redelivery, recovers runs.
     "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600, minimum=60),
+    # kombu passes socket_timeout=None (forever) unless told: a publish from daphne to a
+    # Redis that vanished without closing the socket would hang its request for good.
+    # The worker's BRPOP blocks 1 s (kombu's brpop_timeout), well under 10 s; kombu's
+    # own check (health_check_interval) reconnects a silent BRPOP connection.
+    "socket_timeout": 10.0,
+    "socket_connect_timeout": REDIS_CONNECT_TIMEOUT,
+    "socket_keepalive": True,
+    "health_check_interval": 25,
 }
 
 # --- Awaken -------------------------------------------------------------------------------
@@ -210,17 +265,31 @@ INSTALLED_APPS += ["drf_spectacular", "drf_spectacular_sidecar"]
 # Requests per API token (per user for the browser session): "<n>/<s|min|h|day>".
 import re  # noqa: E402
 
+# A verified API token is reused for this long per process without a database query:
+# revoking it (or deactivating its user) elsewhere takes effect within it. 0 disables.
+AWAKEN_TOKEN_CACHE_SECONDS = env_float("AWAKEN_TOKEN_CACHE_SECONDS", 5.0, minimum=0.0)
 API_THROTTLE_RATE = env_str("API_THROTTLE_RATE", "600/min")
 if not re.fullmatch(r"\d+/(s|sec|m|min|h|hour|d|day)", API_THROTTLE_RATE):
     raise ImproperlyConfigured(
         f"API_THROTTLE_RATE must look like 600/min, got {API_THROTTLE_RATE!r}"
     )
 
-# Throttle counters: shared through Redis when there is one, else per process.
+# Throttle counters: shared through Redis when there is one, else per process. With
+# Redis the throttle (runs.api.auth) talks to it through its own per-process connection
+# pool, one round trip per request, with 0.5 s socket timeouts (it fails open); this
+# cache alias then only names the same Redis database (`clear()` in tests). Its socket
+# timeouts are explicit for the reason given at REDIS_URL above.
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
     "api_throttle": (
-        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+        {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "OPTIONS": {
+                "socket_timeout": 2.0,
+                "socket_connect_timeout": REDIS_CONNECT_TIMEOUT,
+            },
+        }
         if REDIS_URL
         else {
             "BACKEND": "django.core.cache.backends.locmem.LocMemCache",

@@ -1,15 +1,25 @@
 """Personal API tokens: issue, verify, revoke. A token reads `awk_<lookup>_<secret>`;
-only its sha256 is stored, the non-secret `awk_<lookup>` prefix finds the row."""
+only its sha256 is stored, the non-secret `awk_<lookup>` prefix finds the row.
+
+The secret is 256 random bits, so a plain sha256 is the right hash (a slow KDF guards
+low-entropy passwords, and buys nothing here); verifying costs a database round trip,
+which a short in-process cache saves (TOKEN_CACHE_SECONDS, see `token_verify`)."""
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import hashlib
 import hmac
 import secrets
+import threading
+import time
 from typing import Any
 
+from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.db.models.signals import post_delete, post_save
 from django.utils import timezone
 
 from runs.models import ApiToken
@@ -89,19 +99,103 @@ def token_revoke(*, token: ApiToken, actor: Actor) -> ApiToken:
     return token
 
 
+class _TokenCache:
+    """Verified tokens (with their user) for a few seconds, per process: prefix ->
+    (sha256 of the token, time cached, token). Never the raw token. Entries of a token
+    saved or deleted, or of a user saved, in this process are dropped at once (revoke,
+    admin edits, deactivation); changes made by another process, or by queryset
+    `update()`s, which send no signal, show within the TTL."""
+
+    MAX_ENTRIES = 10_000
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[str, tuple[str, float, ApiToken]] = {}
+
+    def get(self, prefix: str, digest: str, ttl: float) -> ApiToken | None:
+        entry = self._entries.get(prefix)
+        if entry is None:
+            return None
+        cached_digest, cached_at, token = entry
+        if time.monotonic() - cached_at >= ttl:
+            with self._lock:
+                if self._entries.get(prefix) is entry:
+                    del self._entries[prefix]
+            return None
+        if not hmac.compare_digest(cached_digest, digest):
+            return None
+        return token
+
+    def put(self, prefix: str, digest: str, token: ApiToken) -> None:
+        with self._lock:
+            if len(self._entries) >= self.MAX_ENTRIES:
+                self._entries.clear()
+            self._entries[prefix] = (digest, time.monotonic(), token)
+
+    def drop_token(self, prefix: str) -> None:
+        with self._lock:
+            self._entries.pop(prefix, None)
+
+    def drop_user(self, user_id: Any) -> None:
+        with self._lock:
+            for prefix, (_, _, token) in list(self._entries.items()):
+                if token.user_id == user_id:
+                    del self._entries[prefix]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+token_cache = _TokenCache()
+
+
+def _token_changed(sender: Any, instance: ApiToken, **kwargs: Any) -> None:
+    token_cache.drop_token(instance.prefix)
+
+
+def _user_changed(sender: Any, instance: Any, **kwargs: Any) -> None:
+    token_cache.drop_user(instance.pk)
+
+
+post_save.connect(_token_changed, sender=ApiToken, dispatch_uid="api-token-cache-save")
+post_delete.connect(_token_changed, sender=ApiToken, dispatch_uid="api-token-cache-delete")
+post_save.connect(_user_changed, sender=get_user_model(), dispatch_uid="api-token-cache-user")
+post_delete.connect(_user_changed, sender=get_user_model(), dispatch_uid="api-token-cache-user-del")
+
+
+def _for_request(token: ApiToken) -> ApiToken:
+    """A copy per request, so that one request's changes to the objects (Django caches
+    permissions on the user) stay out of the shared cache entry."""
+    mine = copy.copy(token)
+    mine.user = copy.copy(token.user)
+    return mine
+
+
 def token_verify(raw: str) -> ApiToken | None:
-    """The active token `raw` names (and marks it used), else None."""
+    """The active token `raw` names (and marks it used), else None.
+
+    A verified token is reused for up to TOKEN_CACHE_SECONDS (AWAKEN_TOKEN_CACHE_SECONDS)
+    without asking the database: revoking a token, or deactivating its user, in another
+    process takes effect within that time, in this process at once. Expiry is checked
+    on every request."""
     prefix = token_prefix(raw)
     if prefix is None:
         return None
-    token = ApiToken.objects.select_related("user").filter(prefix=prefix).first()
-    if token is None or not hmac.compare_digest(token.token_hash, token_hash(raw)):
-        return None
+    digest = token_hash(raw)
+    ttl = float(getattr(settings, "AWAKEN_TOKEN_CACHE_SECONDS", 0.0))
+    token = token_cache.get(prefix, digest, ttl) if ttl > 0 else None
+    if token is None:
+        token = ApiToken.objects.select_related("user").filter(prefix=prefix).first()
+        if token is None or not hmac.compare_digest(token.token_hash, digest):
+            return None
+        if ttl > 0 and token.is_active and token.user.is_active:
+            token_cache.put(prefix, digest, token)
     if not token.is_active or not token.user.is_active:
         return None
     now = timezone.now()
     last = token.last_used_at
     if last is None or (now - last).total_seconds() >= LAST_USED_GRANULARITY:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
-        token.last_used_at = now
-    return token
+        token.last_used_at = now  # also in the cache entry: written once a minute
+    return _for_request(token)

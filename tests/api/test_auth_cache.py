@@ -1,0 +1,145 @@
+"""The in-process token cache (runs.api.tokens): a verified token skips the database for
+AWAKEN_TOKEN_CACHE_SECONDS; revoking or deactivating in this process applies at once,
+elsewhere (no signal: a queryset update) within the TTL; the raw token is never kept."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from runs.api import tokens as token_module
+from runs.api.tokens import token_cache, token_revoke, token_verify
+from runs.models import ApiToken
+from runs.services.audit import Actor
+from tests.api.conftest import assert_error, bearer, token_for
+
+pytestmark = pytest.mark.django_db
+
+RUNS = "/api/v1/runs"
+
+
+@pytest.fixture(autouse=True)
+def _cache_on(settings):
+    settings.AWAKEN_TOKEN_CACHE_SECONDS = 5.0
+    token_cache.clear()
+    yield
+    token_cache.clear()
+
+
+class Clock:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.now = 1000.0
+        monkeypatch.setattr(token_module.time, "monotonic", lambda: self.now)
+
+
+def test_a_verified_token_is_reused_without_a_query(operator):
+    raw = token_for(operator)
+    first = token_verify(raw)
+    assert first is not None
+    with CaptureQueriesContext(connection) as queries:
+        again = token_verify(raw)
+    assert again is not None and again.pk == first.pk and again.user.pk == operator.pk
+    assert len(queries) == 0, [q["sql"] for q in queries]
+
+
+def test_the_cache_keeps_no_raw_token_and_refuses_a_wrong_secret(operator):
+    raw = token_for(operator)
+    assert token_verify(raw) is not None
+    assert raw not in repr(token_cache._entries)
+    secret = raw.split("_", 2)[2]
+    assert secret not in repr(token_cache._entries)
+    forged = raw[:-4] + ("AAAA" if not raw.endswith("AAAA") else "BBBB")
+    assert token_verify(forged) is None
+    assert token_verify(raw) is not None  # the forgery did not evict or poison it
+
+
+def test_each_request_gets_its_own_copy(operator):
+    raw = token_for(operator)
+    first = token_verify(raw)
+    assert first is not None
+    first.user.first_name = "changed by one request"
+    first.name = "changed"
+    second = token_verify(raw)
+    assert second is not None
+    assert (second.user.first_name, second.name) == ("", "test")
+
+
+def test_revoking_in_this_process_applies_at_once(operator):
+    raw = token_for(operator)
+    client = bearer(raw)
+    assert client.get(RUNS).status_code == 200
+    token_revoke(token=ApiToken.objects.get(), actor=Actor(label="test"))
+    assert_error(client.get(RUNS), 401, "authentication_failed")
+
+
+def test_deactivating_the_user_in_this_process_applies_at_once(operator):
+    client = bearer(token_for(operator))
+    assert client.get(RUNS).status_code == 200
+    operator.is_active = False
+    operator.save()
+    assert_error(client.get(RUNS), 401, "authentication_failed")
+
+
+def test_deleting_the_token_applies_at_once(operator):
+    raw = token_for(operator)
+    assert token_verify(raw) is not None
+    ApiToken.objects.get().delete()
+    assert token_verify(raw) is None
+
+
+def test_a_revoke_elsewhere_applies_within_the_ttl(operator, monkeypatch):
+    clock = Clock(monkeypatch)
+    raw = token_for(operator)
+    assert token_verify(raw) is not None
+    # another process revokes it: no signal reaches this one
+    ApiToken.objects.update(revoked_at=timezone.now())
+    clock.now += 4.9
+    assert token_verify(raw) is not None
+    clock.now += 0.2
+    assert token_verify(raw) is None
+
+
+def test_a_user_deactivated_elsewhere_is_refused_within_the_ttl(operator, monkeypatch):
+    clock = Clock(monkeypatch)
+    raw = token_for(operator)
+    assert token_verify(raw) is not None
+    type(operator).objects.filter(pk=operator.pk).update(is_active=False)
+    clock.now += 5.0
+    assert token_verify(raw) is None
+
+
+def test_expiry_is_checked_on_every_request(operator, monkeypatch):
+    expires = timezone.now() + dt.timedelta(minutes=10)
+    raw = token_for(operator, expires_at=expires)
+    assert token_verify(raw) is not None
+    monkeypatch.setattr("runs.models.timezone.now", lambda: expires + dt.timedelta(microseconds=1))
+    with CaptureQueriesContext(connection):
+        assert token_verify(raw) is None
+
+
+def test_a_zero_ttl_disables_the_cache(operator, settings):
+    settings.AWAKEN_TOKEN_CACHE_SECONDS = 0
+    raw = token_for(operator)
+    assert token_verify(raw) is not None
+    with CaptureQueriesContext(connection) as queries:
+        assert token_verify(raw) is not None
+    assert len(queries) == 1
+    assert not token_cache._entries
+
+
+def test_last_use_is_still_recorded_once_a_minute(operator, monkeypatch):
+    raw = token_for(operator)
+    start = timezone.now()
+    monkeypatch.setattr("runs.api.tokens.timezone.now", lambda: start)
+    assert token_verify(raw) is not None
+    assert ApiToken.objects.get().last_used_at == start
+    later = start + dt.timedelta(seconds=61)
+    monkeypatch.setattr("runs.api.tokens.timezone.now", lambda: later)
+    with CaptureQueriesContext(connection) as queries:
+        assert token_verify(raw) is not None  # from the cache, but the minute is up
+    assert len(queries) == 1
+    assert ApiToken.objects.get().last_used_at == later
