@@ -8,15 +8,18 @@ from typing import Any
 
 import jsonschema
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from runs.jsonsafe import find_nul
 from runs.models import Decision, Run, Ticket, ToolCall
 from runs.runtime import types as rt
 from runs.services.audit import SYSTEM, Actor, audit_record
-from runs.services.dispatch import run_dispatch
+from runs.services.dispatch import enqueue_on_commit
 from runs.services.errors import DecisionConflict, InvalidInput, NotFound
 from runs.services.events import events_append
+from runs.sql import update_returning
+from runs.store import CHECKPOINT_RETURNING
 
 ACTIONS = ("approve", "edit", "reject", "respond")
 
@@ -70,9 +73,10 @@ def ticket_for_target(*, run: Run, target: str | None) -> Ticket:
     """A run's ticket by upstream ticket id or tool call id; the newest wins."""
     if not target:
         raise InvalidInput("name the ticket: toolCallId (a tool call id or ticket id)")
+    tickets = Ticket.objects.filter(run=run).select_related("tool_call").order_by("-created_at")
     ticket = (
-        Ticket.objects.filter(run=run, ticket_id=target).order_by("-created_at").first()
-        or Ticket.objects.filter(run=run, tool_call__call_id=target).order_by("-created_at").first()
+        tickets.filter(ticket_id=target).first()
+        or tickets.filter(tool_call__call_id=target).first()
     )
     if ticket is None:
         raise NotFound(f"tool call or suspension {target} not found in run {run.pk}")
@@ -231,7 +235,15 @@ def decision_submit(
         ToolCall.objects.filter(pk=ticket.tool_call_id, status=ToolCall.Status.SUSPENDED).update(
             **updates
         )
-        run = Run.objects.select_for_update().get(pk=ticket.run_id)
+        # the run row: locked (before the open-ticket check below, so two last decisions
+        # racing on one run cannot both miss each other), and the event's seq reserved
+        run = update_returning(
+            Run.objects.filter(pk=ticket.run_id),
+            {"last_event_seq": F("last_event_seq") + 1},
+            CHECKPOINT_RETURNING,
+        )
+        assert run is not None  # a ticket's run is only ever deleted with it
+        run.last_event_seq -= 1
         audit_record(
             actor=actor,
             action=f"ticket.{final_action}",
@@ -255,12 +267,16 @@ def decision_submit(
                 }
             ],
             now=now,
+            save_counter=False,
         )
-        last = not Ticket.objects.filter(run=run, status=Ticket.Status.PENDING).exists()
-        if last and run.status == Run.Status.WAITING:
-            Run.objects.filter(pk=run.pk, status=Run.Status.WAITING).update(due=True)
+        if run.status == Run.Status.WAITING and not (
+            Ticket.objects.filter(run_id=run.pk, status=Ticket.Status.PENDING).exists()
+        ):  # its last open ticket: the run is due
+            Run.objects.filter(pk=run.pk).update(
+                due=True, **({"dispatched_at": now} if dispatch else {})
+            )
             if dispatch:
-                run_dispatch(run.pk)
+                enqueue_on_commit(run.pk)
     return decision
 
 
