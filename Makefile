@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install run test test-distributed lint bench clean screenshots
+.PHONY: install run test test-distributed lint bench bench-peers clean screenshots
 
 $(VENV)/.installed: pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -42,9 +42,19 @@ lint: install
 	$(BIN)/python manage.py makemigrations --check --dry-run
 
 # Needs PostgreSQL (BENCH_DATABASE_URL, default postgres://postgres@127.0.0.1:5432/awaken_bench,
-# dropped and recreated) and the redis-server binary; starts and kills its own processes.
+# dropped and recreated; the DBOS peer gets awaken_bench_dbos) and the redis-server binary;
+# starts and kills its own processes. The peers come from $(PEERS_VENV), installed by the
+# bench when missing (BENCH_PEERS_INSTALL=0 to skip, BENCH_PEERS=0 to leave them out).
+PEERS_VENV ?= .venv-peers
 bench: install
-	$(BIN)/python bench/run_all.py
+	BENCH_PEERS_VENV=$(PEERS_VENV) $(BIN)/python bench/run_all.py
+
+# The peers measured by bench/peers_compare.py (LangGraph's dev server, DBOS Transact) in
+# their own environment, never in the project's dependencies.
+bench-peers:
+	@test -x $(PEERS_VENV)/bin/python || $(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(PEERS_VENV)/bin/python -m pip install --quiet -r bench/peers/requirements.txt
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache

@@ -428,10 +428,10 @@ def create_claimed_run(agent: Any, thread: Any, trigger_id: str) -> tuple[Any, i
             trigger_message_ids=[trigger_id],
         ).to_json(),
     )
-    attempt = run_claim(run_id=run.pk, worker=f"bench-fake-worker:{os.getpid()}")
-    if attempt is None:
+    claimed = run_claim(run_id=run.pk, worker=f"bench-fake-worker:{os.getpid()}")
+    if claimed is None:
         raise BenchError(f"could not claim run {run.pk}")
-    return Run.objects.select_related("agent").get(pk=run.pk), attempt
+    return Run.objects.select_related("agent").get(pk=run.pk), claimed.attempt
 
 
 def celery_settings() -> dict[str, Any]:
@@ -461,16 +461,22 @@ class Figure:
     baseline_unit: str
     ratio: float
     goal: str
-    met: bool
+    met: bool | None  # None: no verdict (context only, or its baseline is unavailable)
     notes: list[str] = field(default_factory=list)
 
+    def verdict(self) -> str:
+        return "n/a" if self.met is None else "MET" if self.met else "NOT MET"
+
     def line(self) -> str:
-        verdict = "MET" if self.met else "NOT MET"
         return (
             f"{self.name}: {fmt(self.value)} {self.unit}"
             f"  | baseline {self.baseline_name}: {fmt(self.baseline)} {self.baseline_unit}"
-            f"  | ratio {self.ratio:.3f}  | goal {self.goal}: {verdict}"
+            f"  | ratio {fmt_ratio(self.ratio)}  | goal {self.goal}: {self.verdict()}"
         )
+
+
+def fmt_ratio(value: float) -> str:
+    return "n/a" if value != value else f"{value:.3f}"
 
 
 def fmt(value: float) -> str:
@@ -500,9 +506,9 @@ def print_summary(figures: list[Figure], env: BenchEnv) -> None:
             f.benchmark,
             f"{f.name} = {fmt(f.value)} {f.unit}",
             f"{f.baseline_name} = {fmt(f.baseline)} {f.baseline_unit}",
-            f"{f.ratio:.3f}",
+            fmt_ratio(f.ratio),
             f.goal,
-            "yes" if f.met else "NO",
+            {True: "yes", False: "NO", None: "n/a"}[f.met],
         )
         for f in figures
     ]

@@ -8,7 +8,9 @@ submit to the last run's `finished_at`.
 Baseline: N no-op tasks of bench/noop_app.py enqueued at once and drained by a separate
 worker with the same options; timed from the first enqueue to the last execution.
 
-Rounds alternate baseline/system; the figure is the median of the rounds.
+Rounds alternate baseline/system; the figure is the median of the rounds. It is context
+only: its old goal (runs/s >= 0.25 x no-op/s) is retired in favour of the figures of
+peers_compare.py (Awaken over HTTP beside LangGraph and DBOS), so it has no verdict.
 Run alone: .venv/bin/python bench/e2e_runs.py
 """
 
@@ -34,7 +36,6 @@ NOOPS_PER_ROUND = int(os.environ.get("BENCH_E2E_NOOPS", "800"))
 ROUNDS = int(os.environ.get("BENCH_E2E_ROUNDS", "2"))
 ROUND_TIMEOUT = 60.0
 BREAKDOWN_RUNS = 10
-GOAL_RATIO = 0.25
 SCRIPT = [
     {"text": "", "tool_calls": [{"name": "calculator", "arguments": {"expression": "6*7"}}]},
     {"text": "42"},
@@ -378,8 +379,8 @@ def run(env: BenchEnv) -> list[Figure]:
             baseline=noop_rate,
             baseline_unit="tasks/s",
             ratio=ratio,
-            goal=f"runs/s >= {GOAL_RATIO} x no-op/s",
-            met=ratio >= GOAL_RATIO,
+            goal="context only (goal retired, see vs_peers)",
+            met=None,
         )
     ]
     common.print_figures(figures)

@@ -1,4 +1,4 @@
-"""Run the three benchmarks on one private environment and print a summary table.
+"""Run the four benchmarks on one private environment and print a summary table.
 
     make bench            (or: .venv/bin/python bench/run_all.py)
 
@@ -13,9 +13,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import checkpoint_cost, common, e2e_runs, event_latency
+from bench import checkpoint_cost, common, e2e_runs, event_latency, peers_compare
 
-BENCHMARKS = (e2e_runs, checkpoint_cost, event_latency)
+# peers_compare last: it installs the peers' environment when it is missing
+BENCHMARKS = (e2e_runs, checkpoint_cost, event_latency, peers_compare)
 
 
 def main() -> int:
