@@ -27,6 +27,15 @@ class VersionResolver:
     ) -> None:
         self.pinned = dict(pinned)
         self.delegate_runner = delegate_runner
+        self._resolved: dict[str, ResolvedAgent] = {}
+
+    def preload(self, agent_id: str) -> None:
+        """Resolve now (inside the caller's transaction) what `resolve` will be asked for;
+        a failure is left for `resolve` to raise where the run expects it."""
+        try:
+            self.resolve(agent_id)
+        except AgentNotResolvable:
+            pass
 
     def version(self, agent_id: str) -> AgentVersion:
         if agent_id not in self.pinned:
@@ -49,6 +58,11 @@ class VersionResolver:
             return ""  # calling it fails with the same clear error
 
     def resolve(self, agent_id: str) -> ResolvedAgent:
+        if agent_id not in self._resolved:
+            self._resolved[agent_id] = self._resolve(agent_id)
+        return self._resolved[agent_id]
+
+    def _resolve(self, agent_id: str) -> ResolvedAgent:
         version = self.version(agent_id)
         spec: dict[str, Any] = version.spec
         if not spec.get("model_id"):

@@ -332,7 +332,19 @@ def start_awaken(env: BenchEnv) -> tuple[Server, int]:
     celery = [common.PYTHON, "-m", "celery", "-A", "awaken_site"]
     daphne = env.spawn(
         "peers-daphne",
-        [common.PYTHON, "-m", "daphne", "-b", common.HOST, "-p", str(port), ASGI_APP],
+        # as the Procfile runs it: no access log (a proxy in front logs requests)
+        [
+            common.PYTHON,
+            "-m",
+            "daphne",
+            "--verbosity",
+            "0",
+            "-b",
+            common.HOST,
+            "-p",
+            str(port),
+            ASGI_APP,
+        ],
         env={"API_THROTTLE_RATE": THROTTLE_RATE},
         ready=lambda p: common.port_open(port),
     )

@@ -18,8 +18,9 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.db import transaction
-from django.db.models.signals import post_delete, post_save
+from django.db.models.signals import m2m_changed, post_delete, post_save
 from django.utils import timezone
 
 from runs.models import ApiToken
@@ -102,9 +103,10 @@ def token_revoke(*, token: ApiToken, actor: Actor) -> ApiToken:
 class _TokenCache:
     """Verified tokens (with their user) for a few seconds, per process: prefix ->
     (sha256 of the token, time cached, token). Never the raw token. Entries of a token
-    saved or deleted, or of a user saved, in this process are dropped at once (revoke,
-    admin edits, deactivation); changes made by another process, or by queryset
-    `update()`s, which send no signal, show within the TTL."""
+    saved or deleted, or of a user saved or given other groups or permissions, in this
+    process are dropped at once (revoke, admin edits, deactivation, role changes);
+    changes made by another process, or by queryset `update()`s, which send no signal,
+    show within the TTL."""
 
     MAX_ENTRIES = 10_000
 
@@ -160,7 +162,27 @@ def _user_changed(sender: Any, instance: Any, **kwargs: Any) -> None:
 
 post_save.connect(_token_changed, sender=ApiToken, dispatch_uid="api-token-cache-save")
 post_delete.connect(_token_changed, sender=ApiToken, dispatch_uid="api-token-cache-delete")
+
+
+def _roles_changed(sender: Any, instance: Any, reverse: bool, action: str, **kwargs: Any) -> None:
+    """Group membership or permissions changed: a token's cached permissions are stale."""
+    if not action.startswith("post_"):
+        return
+    if isinstance(instance, get_user_model()):
+        token_cache.drop_user(instance.pk)
+    else:  # a group (or permission) side: whoever holds it
+        token_cache.clear()
+
+
 post_save.connect(_user_changed, sender=get_user_model(), dispatch_uid="api-token-cache-user")
+for _relation in (
+    get_user_model().groups.through,
+    get_user_model().user_permissions.through,
+    Group.permissions.through,
+):
+    m2m_changed.connect(
+        _roles_changed, sender=_relation, dispatch_uid=f"api-token-cache-{_relation}"
+    )
 post_delete.connect(_user_changed, sender=get_user_model(), dispatch_uid="api-token-cache-user-del")
 
 
@@ -190,6 +212,9 @@ def token_verify(raw: str) -> ApiToken | None:
         if token is None or not hmac.compare_digest(token.token_hash, digest):
             return None
         if ttl > 0 and token.is_active and token.user.is_active:
+            # its permissions too: every request's copy starts with them (role changes
+            # elsewhere show within the TTL, like a revocation)
+            token.user.get_all_permissions()
             token_cache.put(prefix, digest, token)
     if not token.is_active or not token.user.is_active:
         return None

@@ -215,6 +215,8 @@ class Segment:
             tool_calls=load_open_tool_calls(run.pk) if run.steps else {},
         )
         self.remote = endpoint_backend_for_spec(run.agent_version.spec or {})  # A2A agents
+        if self.remote is None:
+            resolver.preload(run.agent.slug)  # its model row, in the same round
 
     def execute(self) -> BackendRunResult:
         with LeaseKeeper(self.run.pk, self.run.attempt, self.token):
