@@ -8,11 +8,15 @@ the run due again and the next claim resumes from the last checkpoint.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import os
 import socket
 import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -131,48 +135,74 @@ def run_release(*, run_id: Any, attempt: int) -> None:
         run_dispatch(run_id)
 
 
-class LeaseKeeper:
-    """Renews the lease every third of its length while a segment runs; cancels the
-    segment if another worker took the run."""
+@dataclass
+class _Lease:
+    run_id: Any
+    attempt: int
+    token: CancellationToken
+    renewed: float  # time.monotonic() of the claim or the last renewal
 
-    def __init__(self, run_id: Any, attempt: int, token: CancellationToken) -> None:
-        self.run_id = run_id
-        self.attempt = attempt
-        self.token = token
-        self.lost = False
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True, name=f"lease-{run_id}")
 
-    def __enter__(self) -> LeaseKeeper:
-        self._thread.start()
-        return self
+class LeaseRenewer:
+    """One thread per process renews the lease of every segment the process runs, each
+    a third of the lease after its claim or last renewal, and cancels a segment whose
+    run another worker took. A segment shorter than that costs no renewal and no thread
+    of its own."""
 
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[int, _Lease] = {}
+        self._pid = 0
+
+    @contextlib.contextmanager
+    def hold(self, run_id: Any, attempt: int, token: CancellationToken) -> Iterator[None]:
+        lease = _Lease(run_id, attempt, token, time.monotonic())
+        with self._lock:
+            if self._pid != os.getpid():  # first use in this process (or a forked child)
+                self._pid = os.getpid()
+                threading.Thread(target=self._loop, daemon=True, name="lease-renewer").start()
+            self._held[id(lease)] = lease
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._held.pop(id(lease), None)
 
     def _loop(self) -> None:
-        interval = max(settings.AWAKEN_LEASE_SECONDS / 3, 0.2)
-        try:
-            while not self._stop.wait(interval):
+        while True:
+            interval = max(settings.AWAKEN_LEASE_SECONDS / 3, 0.2)
+            time.sleep(interval / 4)
+            now = time.monotonic()
+            with self._lock:
+                due = [lease for lease in self._held.values() if now - lease.renewed >= interval]
+            if due:
                 try:
-                    renewed = Run.objects.filter(pk=self.run_id, attempt=self.attempt).update(
-                        lease_expires_at=_lease_until()
-                    )
-                except (OperationalError, InterfaceError):
-                    # the database is away: try again next time; the lease (three
-                    # renewals long) outlives a short outage
-                    logger.warning("lease renewal failed for run %s", self.run_id, exc_info=True)
-                    connection.close()
-                    continue
-                if not renewed:
-                    self.lost = True
-                    self.token.cancel()
-                    return
-        except Exception:
-            logger.exception("lease renewal stopped for run %s", self.run_id)
-        finally:
-            connection.close()
+                    self._renew(due, now)
+                except Exception:
+                    logger.exception("lease renewal failed")
+                finally:
+                    connection.close()  # back to the pool between rounds
+
+    def _renew(self, due: list[_Lease], now: float) -> None:
+        for lease in due:
+            try:
+                renewed = Run.objects.filter(pk=lease.run_id, attempt=lease.attempt).update(
+                    lease_expires_at=_lease_until()
+                )
+            except (OperationalError, InterfaceError):
+                # the database is away: try again next round; the lease (three renewals
+                # long) outlives a short outage
+                logger.warning("lease renewal failed for run %s", lease.run_id, exc_info=True)
+                return
+            if renewed:
+                lease.renewed = now
+            else:  # another worker holds the run now: stop this segment
+                lease.token.cancel()
+                with self._lock:
+                    self._held.pop(id(lease), None)
+
+
+_renewer = LeaseRenewer()
 
 
 def _cancel_token(run: Run, parent: CancellationToken | None = None) -> CancellationToken:
@@ -219,7 +249,7 @@ class Segment:
             resolver.preload(run.agent.slug)  # its model row, in the same round
 
     def execute(self) -> BackendRunResult:
-        with LeaseKeeper(self.run.pk, self.run.attempt, self.token):
+        with _renewer.hold(self.run.pk, self.run.attempt, self.token):
             return (self.remote or LocalBackend()).execute_root(self.request)
 
 
@@ -383,7 +413,7 @@ def _delegate_runner(parent: Run, attempt: int, worker: str) -> Any:
                 {child.agent.slug: child.agent_version},
                 delegate_runner=_delegate_runner(child, claimed.attempt, worker),
             )
-            with LeaseKeeper(child.pk, claimed.attempt, token):
+            with _renewer.hold(child.pk, claimed.attempt, token):
                 result = LocalBackend().execute_delegate(
                     BackendDelegateRunRequest(
                         agent_id=agent_id,

@@ -317,3 +317,25 @@ def test_twenty_concurrent_decisions_apply_exactly_once():
     assert run.status_reason == "natural"
     assert Note.objects.filter(title="once").count() == 1
     assert_gap_free(run)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_process_lease_renewer_keeps_a_long_segment_and_stops_a_stolen_one(settings):
+    from runs.runtime.ports import CancellationToken
+    from runs.services.execution import LeaseRenewer
+
+    settings.AWAKEN_LEASE_SECONDS = 0.6  # renewed every 0.2 s
+    kept = run_start(agent=scripted_agent([{"text": "a"}]), messages="long")
+    stolen = run_start(agent=scripted_agent([{"text": "b"}]), messages="taken")
+    claims = [run_claim(run_id=run.pk, worker="w1") for run in (kept, stolen)]
+    first_expiry = Run.objects.get(pk=kept.pk).lease_expires_at
+    renewer, tokens = LeaseRenewer(), [CancellationToken(), CancellationToken()]
+    with renewer.hold(kept.pk, claims[0].attempt, tokens[0]):
+        with renewer.hold(stolen.pk, claims[1].attempt, tokens[1]):
+            Run.objects.filter(pk=stolen.pk).update(attempt=claims[1].attempt + 1)  # w2 took it
+            time.sleep(1.2)  # two leases long
+            assert tokens[1].is_cancelled()  # the segment of the stolen run is told to stop
+        assert not tokens[0].is_cancelled()
+        assert Run.objects.get(pk=kept.pk).lease_expires_at > first_expiry + dt.timedelta(
+            seconds=0.6
+        )
