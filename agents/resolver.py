@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from agents.models import Agent, AgentVersion, Model
@@ -32,10 +33,8 @@ class VersionResolver:
     def preload(self, agent_id: str) -> None:
         """Resolve now (inside the caller's transaction) what `resolve` will be asked for;
         a failure is left for `resolve` to raise where the run expects it."""
-        try:
+        with contextlib.suppress(AgentNotResolvable):
             self.resolve(agent_id)
-        except AgentNotResolvable:
-            pass
 
     def version(self, agent_id: str) -> AgentVersion:
         if agent_id not in self.pinned:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from agents.endpoints import run_abort_remote
 from runs.services.execution import run_advance, runs_sweep
 
 
@@ -20,6 +21,4 @@ def sweep() -> dict[str, int]:
 @shared_task(name="runs.abort_remote", ignore_result=True)
 def abort_remote(run_id: str) -> str | None:
     """Cancel the remote (A2A) task of a run that ended outside a worker."""
-    from agents.endpoints import run_abort_remote
-
     return run_abort_remote(run_id=run_id)

@@ -5,18 +5,24 @@ frozen model description (`model_snapshot`) carries only the ciphertext; `client
 decrypts it into the SDK client and nowhere else, so no snapshot, event, log line or
 error message holds the key. An `openai` client reports each call's outcome back to the
 provider's health (failing with the provider's message; healthy again after a success).
+
+The `openai` SDK is imported when the first `openai` client is built
+(`openai_client_class`), not with this package: the admin imports this package at Django
+setup, and a process that never calls an `openai` provider should not carry the SDK.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agents import secrets
 from runs.runtime.ports import ModelClient
 
-from .openai_client import DEFAULT_BASE_URL, OpenAIChatClient
 from .scripted import ScriptedModelClient
+
+if TYPE_CHECKING:
+    from .openai_client import OpenAIChatClient
 
 
 class ProviderConfigError(Exception):
@@ -66,13 +72,22 @@ def resolve_api_key(*, ciphertext: str, key_env: str, who: str) -> str | None:
     return value
 
 
+def openai_client_class() -> type[OpenAIChatClient]:
+    """The `openai` model client class (a blank `base_url` means OpenAI's own API)."""
+    # imported here, not at the top: the openai SDK costs ~40 MB and ~0.5 s of every
+    # process that imports it, and only processes calling an `openai` provider need it
+    from .openai_client import OpenAIChatClient
+
+    return OpenAIChatClient
+
+
 def _openai_client(model: dict[str, Any]) -> OpenAIChatClient:
     api_key = resolve_api_key(
         ciphertext=model.get("api_key_ciphertext") or "",
         key_env=model.get("api_key_env") or "",
         who=f"model {model['id']!r} (provider {model.get('provider_id') or '?'!r})",
     )
-    base_url = (model.get("base_url") or "").strip() or DEFAULT_BASE_URL
+    base_url = (model.get("base_url") or "").strip()
     timeout = model.get("timeout")
     reporter = None
     if model.get("provider_pk") is not None:
@@ -81,7 +96,8 @@ def _openai_client(model: dict[str, Any]) -> OpenAIChatClient:
         reporter = HealthReporter(
             model["provider_pk"], healthy=model.get("provider_health") == "healthy"
         )
-    return OpenAIChatClient(
+    client_class = openai_client_class()
+    return client_class(
         model_id=model["id"],
         upstream_model=(model.get("upstream_model") or "").strip() or model["id"],
         base_url=base_url,

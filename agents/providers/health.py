@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 
@@ -19,8 +19,10 @@ from agents.models import Health, ModelProvider
 from runs.runtime.ports import ModelError
 from runs.services.audit import Actor, audit_record
 
-from . import ProviderConfigError, resolve_api_key
-from .openai_client import DEFAULT_BASE_URL, OpenAIChatClient
+from . import ProviderConfigError, openai_client_class, resolve_api_key
+
+if TYPE_CHECKING:
+    from .openai_client import OpenAIChatClient
 
 logger = logging.getLogger(__name__)
 
@@ -82,10 +84,11 @@ def provider_client(provider: ModelProvider, *, timeout: float | None = None) ->
         key_env=provider.api_key_env,
         who=f"provider {provider.slug!r}",
     )
-    return OpenAIChatClient(
+    client_class = openai_client_class()
+    return client_class(
         model_id=provider.slug,
         upstream_model="",
-        base_url=provider.base_url.strip() or DEFAULT_BASE_URL,
+        base_url=provider.base_url.strip(),
         api_key=api_key,
         timeout=timeout if timeout is not None else provider.timeout_seconds,
         max_retries=0,
