@@ -25,7 +25,6 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
-    "daphne",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -158,6 +157,11 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_RESULT_BACKEND = None
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
+# Celery's Django fix-up closes every database connection, and under prefork the whole
+# connection pool, before and after each task: a new PostgreSQL connection per run. This
+# makes it do so only every so many tasks; awaken_site/celery.py returns the connection to
+# the pool after each task instead, as Django does after each request.
+CELERY_DB_REUSE_MAX = 1_000_000
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     # Above the longest run segment; the lease sweep, not redelivery, recovers runs.
     "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600, minimum=60),

@@ -198,35 +198,46 @@ def test_no_connection_within_the_timeout_is_a_503(processes, service_env):
     assert blocked["status"] == 200
 
 
-def test_prefork_children_open_their_own_pools_only_while_running(processes, service_env):
+def test_prefork_children_keep_their_own_pools_across_runs(processes, service_env):
     """The worker's main process never connects (so no pool is inherited across fork);
-    a child's pool lives for one task (Celery's Django fixup closes it after each)."""
-    service_env.update({"PGAPPNAME": "awaken-pool-test-worker", "DB_POOL_MIN_SIZE": "2"})
+    each child opens its pool at its first task and keeps it: later runs reuse its
+    connections instead of opening new ones (Celery's Django fixup would close the pool
+    around every task)."""
+    service_env.update({"PGAPPNAME": "awaken-pool-test-worker", "DB_POOL_MIN_SIZE": "1"})
     processes("worker")
 
-    def sessions() -> int:
+    def backends() -> set[int]:
         with connection.cursor() as cursor:
             cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity "
+                "SELECT pid FROM pg_stat_activity "
                 "WHERE datname = current_database() AND application_name = %s",
                 ["awaken-pool-test-worker"],
             )
-            return int(cursor.fetchone()[0])
+            return {int(row[0]) for row in cursor.fetchall()}
 
     time.sleep(1.0)
-    assert sessions() == 0
+    assert backends() == set()
     agent = scripted_agent(
-        [{"text": "", "tool_calls": [call("sleep", {"seconds": 1})]}, {"text": "slept"}],
-        tools=["sleep"],
+        [{"text": "", "tool_calls": [call("calculator", {"expression": "1+1"})]}, {"text": "2"}]
     )
-    runs = [run_start(agent=agent, messages=f"sleep {i}") for i in range(4)]
-    peak = 0
 
-    def finished() -> bool:
-        nonlocal peak
-        peak = max(peak, sessions())
-        return not Run.objects.filter(pk__in=[r.pk for r in runs]).exclude(status="done").exists()
+    def batch(size: int) -> set[int]:
+        runs = [run_start(agent=agent, messages=f"add {i}") for i in range(size)]
+        seen: set[int] = set()
 
-    wait_for(finished, 60, "the runs to finish")
-    assert 0 < peak <= 4 * 3, peak  # concurrency x (task + lease renewer + min_size slack)
-    wait_for(lambda: sessions() == 0, 10, "the children's pools to close")
+        def finished() -> bool:
+            seen.update(backends())
+            return (
+                not Run.objects.filter(pk__in=[r.pk for r in runs]).exclude(status="done").exists()
+            )
+
+        wait_for(finished, 60, "the runs to finish")
+        return seen | backends()
+
+    first = batch(10)
+    assert 0 < len(first) <= 4 * 3, first  # concurrency x (task + lease renewer + slack)
+    time.sleep(0.5)
+    kept = backends()
+    assert kept and kept <= first  # the pools outlive their tasks
+    second = batch(10)
+    assert second <= first, (first, second)  # no new connection for these runs
