@@ -19,7 +19,9 @@ and all its events were sent, or after MAX_STREAM_SECONDS (reconnect to go on).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -45,6 +47,8 @@ from runs.services.errors import InvalidInput, NotFound
 from .base import ApiView, parse_uuid, validated
 from .errors import error_responses
 from .serializers import StreamQuerySerializer
+
+logger = logging.getLogger(__name__)
 
 # Module constants so tests (and operators) can shorten them.
 HEARTBEAT_SECONDS = 15.0
@@ -152,62 +156,78 @@ class EventStream:
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         """ASGI: woken by the channel layer; database reads run in the request's
-        thread-sensitive executor."""
+        thread-sensitive executor. Without a working layer (none configured, Redis
+        away) the stream polls the log instead, and the client notices nothing."""
         layer = get_channel_layer()
+        channel = await self._subscribe(layer)
+        try:
+            yield self.opening()
+            if channel is not None:
+                async for chunk in self._pushed(layer, channel):
+                    yield chunk
+            if not self.done:
+                async for chunk in self._polled():
+                    yield chunk
+        finally:
+            if channel is not None:
+                with contextlib.suppress(Exception):  # a hint: the layer may be away
+                    await layer.group_discard(run_group(self.run_id), channel)
+            await sync_to_async(_release_connection)()
+
+    async def _subscribe(self, layer: Any) -> str | None:
+        """Join the run's group before the first read, so no commit falls in between."""
         if layer is None:
-            async for chunk in self._polled():
-                yield chunk
-            return
-        channel = await layer.new_channel()
-        group = run_group(self.run_id)
-        await layer.group_add(group, channel)  # before the first read: nothing falls between
+            return None
+        try:
+            channel = str(await layer.new_channel())
+            await layer.group_add(run_group(self.run_id), channel)
+        except Exception:
+            logger.warning("run %s: channel layer unavailable; polling", self.run_id, exc_info=True)
+            return None
+        return channel
+
+    async def _pushed(self, layer: Any, channel: str) -> AsyncIterator[bytes]:
+        """Forward broadcast frames; read the log on a gap and after a quiet while.
+        Returns early (the caller polls on) if the layer fails."""
         recheck = (
             RECHECK_SECONDS_IN_MEMORY
             if isinstance(layer, InMemoryChannelLayer)
             else RECHECK_SECONDS
         )
         poll = sync_to_async(self.poll)
-        try:
-            yield self.opening()
-            chunks = await poll()
-            while True:
-                for chunk in self.tick(chunks):
-                    yield chunk
-                if self.done:
-                    return
-                wait = max(
-                    0.0, min(recheck, self.until_heartbeat(), MAX_STREAM_SECONDS - self.age())
-                )
-                try:
-                    message = await asyncio.wait_for(layer.receive(channel), wait)
-                except TimeoutError:
-                    chunks = await poll()  # quiet for a while: was a message lost?
-                    continue
-                frames = message.get("events") if message.get("type") == "run.events" else None
-                if not frames:
-                    chunks = []
-                elif self.follows(frames):
-                    chunks = self.forward(frames)
-                    if self.needs_status:  # a finish while following: may it resume?
-                        chunks += await poll()
-                else:  # a gap: the log has what the layer dropped
-                    chunks = await poll()
-        finally:
-            await layer.group_discard(group, channel)
-            await sync_to_async(_release_connection)()
+        chunks = await poll()
+        while True:
+            for chunk in self.tick(chunks):
+                yield chunk
+            if self.done:
+                return
+            wait = max(0.0, min(recheck, self.until_heartbeat(), MAX_STREAM_SECONDS - self.age()))
+            try:
+                message = await asyncio.wait_for(layer.receive(channel), wait)
+            except TimeoutError:
+                chunks = await poll()  # quiet for a while: was a message lost?
+                continue
+            except Exception:
+                logger.warning("run %s: channel layer failed; polling", self.run_id, exc_info=True)
+                return
+            frames = message.get("events") if message.get("type") == "run.events" else None
+            if not frames:
+                chunks = []
+            elif self.follows(frames):
+                chunks = self.forward(frames)
+                if self.needs_status:  # a finish while following: may it resume?
+                    chunks += await poll()
+            else:  # a gap: the log has what the layer dropped
+                chunks = await poll()
 
     async def _polled(self) -> AsyncIterator[bytes]:
         poll = sync_to_async(self.poll)
-        try:
-            yield self.opening()
-            while True:
-                for chunk in self.tick(await poll()):
-                    yield chunk
-                if self.done:
-                    return
-                await asyncio.sleep(POLL_SECONDS)
-        finally:
-            await sync_to_async(_release_connection)()
+        while True:
+            for chunk in self.tick(await poll()):
+                yield chunk
+            if self.done:
+                return
+            await asyncio.sleep(POLL_SECONDS)
 
     def age(self) -> float:
         return time.monotonic() - self.started

@@ -224,3 +224,33 @@ def test_asgi_stream_sends_before_the_run_ends(operator, monkeypatch):
     opening, first = map(parse, async_to_sync(first_two)())
     # the submission committed the run's first event: a client sees it begin at once
     assert opening["retry"] == "2000" and first["data"]["event_type"] == "run_start"
+
+
+class _BrokenLayer:
+    """A channel layer whose Redis is away."""
+
+    async def new_channel(self) -> str:
+        return "specific.broken!1"
+
+    async def group_add(self, group: str, channel: str) -> None:
+        raise ConnectionError("redis is down")
+
+    async def group_discard(self, group: str, channel: str) -> None:
+        raise ConnectionError("redis is down")
+
+
+def test_asgi_stream_polls_the_log_when_the_channel_layer_is_down(operator, monkeypatch):
+    monkeypatch.setattr(stream, "get_channel_layer", lambda: _BrokenLayer())
+    run = done_run()
+    client = AsyncClient()
+    auth = {"Authorization": f"Bearer {token_for(operator)}"}
+
+    async def read() -> tuple[Any, list[bytes]]:
+        response = await client.get(url(run), headers=auth)
+        return response, [chunk async for chunk in response.streaming_content]
+
+    response, chunks = async_to_sync(read)()
+    assert response.status_code == 200
+    events = [m["data"] for m in map(parse, chunks) if "data" in m]
+    assert seqs(events) == list(range(1, run.last_event_seq + 1))
+    assert events[-1]["event_type"] == "run_finish"
