@@ -18,6 +18,21 @@ def uuid7_default() -> uuid.UUID:
     return uuid.UUID(str(uuid7()))
 
 
+class RowJSONField(models.JSONField):
+    """A JSONField that `bulk_create` writes as one literal per row instead of through
+    PostgreSQL's UNNEST arrays: psycopg escapes every JSON text inside an array element
+    in Python, a regular-expression substitution per quote, which cost the worker about
+    half a millisecond per run for event payloads and messages. The column is the same
+    jsonb (so migrations see a plain JSONField)."""
+
+    def get_placeholder(self, value: object, compiler: object, connection: object) -> str:
+        return "%s"
+
+    def deconstruct(self) -> tuple:  # type: ignore[type-arg]
+        name, _, args, kwargs = super().deconstruct()
+        return name, "django.db.models.JSONField", args, kwargs
+
+
 class Thread(models.Model):
     id = models.UUIDField(
         primary_key=True, default=uuid7_default, editable=False, help_text="Thread id (UUID v7)."
@@ -89,8 +104,8 @@ class Message(models.Model):
     )
     seq = models.PositiveIntegerField(help_text="1-based position in the thread's append-only log.")
     role = models.CharField(max_length=10, choices=Role.choices, help_text="Author role.")
-    content = models.JSONField(default=list, help_text="Content blocks, e.g. [{type: text, text}].")
-    tool_calls = models.JSONField(
+    content = RowJSONField(default=list, help_text="Content blocks, e.g. [{type: text, text}].")
+    tool_calls = RowJSONField(
         null=True, blank=True, help_text="Assistant tool calls [{id, name, arguments}]."
     )
     tool_call_id = models.CharField(
@@ -483,7 +498,7 @@ class RunEvent(models.Model):
     )
     seq = models.PositiveBigIntegerField(help_text="Per-run 1, 2, 3 … with no gaps.")
     event_type = models.CharField(max_length=40, help_text="AgentEvent type.")
-    payload = models.JSONField(help_text="The full event JSON (with event_type).")
+    payload = RowJSONField(help_text="The full event JSON (with event_type).")
     created_at = models.DateTimeField(default=timezone.now, help_text="Commit time.")
 
     class Meta:
