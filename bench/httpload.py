@@ -85,7 +85,7 @@ async def sse(
     Comments and `retry:` lines are skipped; a message is yielded at its blank line."""
     request_headers = {"Accept": "text/event-stream", **(headers or {})}
     async with client.stream(method, url, json=json_body, headers=request_headers) as response:
-        if response.status_code != 200:
+        if response.status_code not in (200, 201):  # 201: a stream that created a run
             body = (await response.aread())[:300]
             raise LoadError(f"{method} {url}: HTTP {response.status_code} {body!r}")
         event, last_id = "message", ""
@@ -170,8 +170,9 @@ USER_TEXT = "what is 6*7?"
 
 
 class AwakenHttp:
-    """Awaken Ops' REST API: POST /api/v1/runs, then its SSE stream until `run_finish`;
-    tickets are approved with POST /api/v1/runs/{id}/decisions."""
+    """Awaken Ops' REST API: POST /api/v1/runs answering with the run's event stream
+    until `run_finish`; tickets are approved with POST /api/v1/runs/{id}/decisions, then
+    the run is followed on GET /api/v1/runs/{id}/events/stream after its last seq."""
 
     label = "Awaken Ops"
 
@@ -181,12 +182,24 @@ class AwakenHttp:
         self.plain_agent = plain_agent
         self.approval_agent = approval_agent
 
-    async def _start(self, client: httpx.AsyncClient, agent: str) -> str:
+    async def _start(
+        self, client: httpx.AsyncClient, agent: str, started: float
+    ) -> tuple[str, float, int, list[dict[str, Any]]]:
+        """POST /api/v1/runs with `Accept: text/event-stream` (upstream's POST /v1/runs):
+        one request starts the run and streams its events until its first run_finish;
+        returns (run id, ms to the first event, last seq, the events)."""
         body = {"agent_id": agent, "messages": [{"role": "user", "content": USER_TEXT}]}
-        record = await post_json(
-            client, f"{self.base}/api/v1/runs", body, headers=self.headers, expect=(201,)
-        )
-        return str(record["run_id"])
+        first_ms = float("nan")
+        events: list[dict[str, Any]] = []
+        url = f"{self.base}/api/v1/runs"
+        async for message in sse(client, "POST", url, json_body=body, headers=self.headers):
+            if not events:
+                first_ms = ms_since(started)
+            event = message.json()
+            events.append(event)
+            if event.get("event_type") in ("run_finish", "error"):
+                return str(events[0]["run_id"]), first_ms, int(event["seq"]), events
+        raise LoadError(f"POST {url}: the stream closed before run_finish")
 
     async def _follow(
         self, client: httpx.AsyncClient, run_id: str, after: int, started: float
@@ -210,16 +223,14 @@ class AwakenHttp:
 
     async def plain(self, client: httpx.AsyncClient) -> Sample:
         started = time.perf_counter()
-        run_id = await self._start(client, self.plain_agent)
-        first_ms, _, events = await self._follow(client, run_id, 0, started)
+        run_id, first_ms, _, events = await self._start(client, self.plain_agent, started)
         finish_ms = ms_since(started)
         _check_finished(run_id, events[-1])
         return Sample(first_ms, finish_ms)
 
     async def approval(self, client: httpx.AsyncClient) -> Sample:
         started = time.perf_counter()
-        run_id = await self._start(client, self.approval_agent)
-        first_ms, seq, events = await self._follow(client, run_id, 0, started)
+        run_id, first_ms, seq, events = await self._start(client, self.approval_agent, started)
         termination = events[-1].get("termination") or {}
         if termination.get("type") != "suspended" and "suspend" not in json.dumps(termination):
             raise LoadError(f"run {run_id}: expected a suspension, got {events[-1]}")

@@ -567,6 +567,51 @@ def top_up_and_measure_memory(
     )
 
 
+FLOOR_REQUESTS = int(os.environ.get("BENCH_PEERS_FLOOR_REQUESTS", "500"))
+
+
+def measure_request_floor(server: Server, port: int, token: str, results: SystemResults) -> None:
+    """daphne's CPU per request for a bare Django view (`/healthz`) and for an API read
+    (token auth, permission, throttle, one row: `GET /api/v1/runs/{id}`), same client and
+    concurrency as the throughput rounds: what two requests per run (POST and SSE) cost
+    before any of the run's own work."""
+    import asyncio
+
+    import httpx
+
+    base = f"http://{common.HOST}:{port}"
+    headers = {"Authorization": f"Bearer {token}"}
+
+    async def some_run_id() -> str:
+        async with httpx.AsyncClient(headers=headers) as client:
+            page = (await client.get(f"{base}/api/v1/runs", params={"limit": 1})).json()
+            return str(page["items"][0]["run_id"])
+
+    async def hammer(path: str) -> None:
+        async with httpx.AsyncClient(headers=headers, timeout=30) as client:
+            gate = asyncio.Semaphore(CONCURRENCY)
+
+            async def one() -> None:
+                async with gate:
+                    response = await client.get(f"{base}{path}")
+                    if response.status_code != 200:
+                        raise BenchError(f"GET {path}: {response.status_code}")
+
+            await asyncio.gather(*(one() for _ in range(FLOOR_REQUESTS)))
+
+    run_id = asyncio.run(some_run_id())
+    roots = server.pids(["daphne"])
+    for key, path in (("floor_bare_ms", "/healthz"), ("floor_api_ms", f"/api/v1/runs/{run_id}")):
+        cpu = proctree.cpu_seconds(roots)
+        asyncio.run(hammer(path))
+        results.add_extra(key, (proctree.cpu_seconds(roots) - cpu) * 1000 / FLOOR_REQUESTS)
+    print(
+        f"  daphne CPU per request: bare Django view {med(results.extra['floor_bare_ms']):.2f} ms,"
+        f" API read {med(results.extra['floor_api_ms']):.2f} ms",
+        flush=True,
+    )
+
+
 def run_dbos(env: BenchEnv, python: Path) -> dict[str, Any]:
     """The DBOS peer in its own process (the peers' interpreter), on its own database."""
     import psycopg
@@ -710,6 +755,7 @@ def run(env: BenchEnv) -> list[Figure]:
                 latency_round(index, server, system, results)
         for server, system, results in systems:
             top_up_and_measure_memory(server, system, results)
+        measure_request_floor(awaken_server, awaken_port, token, systems[0][2])
     finally:
         for server, _, _ in systems:
             for proc in server.procs.values():
@@ -861,6 +907,10 @@ def report(
         f"(approx.): {cell(med(ours.extra.get('pg_cpu_ms', [])), ' ms')} per run; "
         f"connections to the bench database after a throughput round: "
         f"{', '.join(str(int(c)) for c in ours.extra.get('pg_connections', []))}.",
+        "  The CPU floor under Awaken's figure: daphne spends "
+        f"{cell(med(ours.extra.get('floor_bare_ms', [])), ' ms')} on a bare Django request and "
+        f"{cell(med(ours.extra.get('floor_api_ms', [])), ' ms')} on an authenticated API read; "
+        "a run takes two API requests (POST, then its SSE stream), before the worker's part.",
         "  First event: Awaken's first SSE data message (run_start); LangGraph's first "
         "message after `metadata` (the model step's update; `metadata` only acknowledges).",
         "  DBOS runs in process: submit -> result with no HTTP and no server, its client "

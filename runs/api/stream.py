@@ -270,16 +270,42 @@ class EventStreamRenderer(BaseRenderer):
         return json.dumps(data, cls=DjangoJSONEncoder).encode()
 
 
-class RunEventStreamView(ApiView):
-    required_perms = {"GET": perms.VIEW}
+class SseView(ApiView):
+    """A view that may answer with an event stream (`Accept: text/event-stream`); its
+    errors and JSON answers stay JSON whatever the client accepts."""
+
     renderer_classes = [JSONRenderer, EventStreamRenderer]
 
     def finalize_response(self, request: Any, response: Any, *args: Any, **kwargs: Any) -> Any:
         response = super().finalize_response(request, response, *args, **kwargs)
-        if isinstance(response, Response):  # an error: JSON whatever the client accepts
+        if isinstance(response, Response):
             response.accepted_renderer = JSONRenderer()
             response.accepted_media_type = "application/json"
         return response
+
+    @staticmethod
+    def wants_stream(request: Request) -> bool:
+        return getattr(request, "accepted_media_type", "") == EventStreamRenderer.media_type
+
+
+def event_stream_response(
+    request: Request, run_id: Any, *, after: int, follow: bool, status: int = 200
+) -> StreamingHttpResponse:
+    """The run's events after seq `after` as Server-Sent Events (see EventStream)."""
+    stream = EventStream(run_id, after, follow)
+    is_async = isinstance(getattr(request, "_request", request), ASGIRequest)
+    response = StreamingHttpResponse(
+        stream.__aiter__() if is_async else iter(stream),
+        status=status,
+        content_type="text/event-stream",
+    )
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    return response
+
+
+class RunEventStreamView(SseView):
+    required_perms = {"GET": perms.VIEW}
 
     @extend_schema(
         operation_id="runs_events_stream",
@@ -322,11 +348,4 @@ class RunEventStreamView(ApiView):
                 raise InvalidInput(
                     "Last-Event-ID must be an event seq", {"Last-Event-ID": last_event_id}
                 ) from None
-        stream = EventStream(pk, after, query["follow"])
-        is_async = isinstance(getattr(request, "_request", request), ASGIRequest)
-        response = StreamingHttpResponse(
-            stream.__aiter__() if is_async else iter(stream), content_type="text/event-stream"
-        )
-        response["Cache-Control"] = "no-cache"
-        response["X-Accel-Buffering"] = "no"
-        return response
+        return event_stream_response(request, pk, after=after, follow=query["follow"])

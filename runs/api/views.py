@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import Q
+from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.request import Request
@@ -36,6 +37,7 @@ from .auth import actor_for
 from .base import ApiView, parse_uuid, validated
 from .errors import error_responses
 from .pagination import check_cursor
+from .stream import SseView, event_stream_response
 
 VIEW_THREAD = "runs.view_thread"
 VIEW_TICKET = "runs.view_ticket"
@@ -145,9 +147,12 @@ def run_record_json(run: Run, *, fresh: bool = False) -> dict[str, Any]:
 
 def _start(
     request: Request, *, agent: Agent, messages: list[Any], thread: Thread | None, key: str
-) -> Response:
+) -> Response | StreamingHttpResponse:
     """run_submit; 201 for a new run, 200 for the same run again (idempotency key repeat, or
-    new input continuing the thread's waiting run)."""
+    new input continuing the thread's waiting run). With `Accept: text/event-stream`, as
+    upstream's `POST /v1/runs`: the run's events as Server-Sent Events instead of its
+    record (a new run's from its first, a continued run's from the new input on), until
+    its first `run_finish` or `error`; the run id is in `Location` and `X-Run-ID`."""
     run, created = run_submit(
         agent=agent,
         messages=[dict(m) for m in messages],
@@ -155,7 +160,14 @@ def _start(
         idempotency_key=key,
         actor=actor_for(request),
     )
-    return Response(run_record_json(run, fresh=created), status=201 if created else 200)
+    status = 201 if created else 200
+    if not SseView.wants_stream(request):
+        return Response(run_record_json(run, fresh=created), status=status)
+    after = 0 if created else Run.objects.values_list("last_event_seq", flat=True).get(pk=run.pk)
+    response = event_stream_response(request, run.pk, after=after, follow=False, status=status)
+    response["Location"] = f"/api/v1/runs/{run.pk}"
+    response["X-Run-ID"] = str(run.pk)
+    return response
 
 
 def _decide(request: Request, ticket: Ticket, body: dict[str, Any]) -> Response:
@@ -196,7 +208,7 @@ DECISION_RESPONSES = {
 # --- runs -----------------------------------------------------------------------------------------------
 
 
-class RunListView(ApiView):
+class RunListView(SseView):
     required_perms = {"GET": perms.VIEW, "POST": perms.START}
 
     @extend_schema(
@@ -239,10 +251,16 @@ class RunListView(ApiView):
             200: OpenApiResponse(
                 s.RunRecordSerializer, description="Same run: idempotency key repeat, or continued."
             ),
+            (201, "text/event-stream"): OpenApiResponse(
+                OpenApiTypes.STR,
+                description="With `Accept: text/event-stream` (upstream's behaviour): the run's "
+                "events as in /runs/{run_id}/events/stream, until its first run_finish or error; "
+                "the run id in the Location and X-Run-ID headers.",
+            ),
             **error_responses(404, 409, body=True),
         },
     )
-    def post(self, request: Request) -> Response:
+    def post(self, request: Request) -> Response | StreamingHttpResponse:
         data = validated(s.RunCreateSerializer, request.data)
         agent = get_agent(data["agent_id"])
         thread = get_thread(data["thread_id"]) if data.get("thread_id") else None

@@ -16,7 +16,7 @@ from runs.models import Run, RunEvent, Ticket
 from runs.services.runs import run_start
 from runs.services.tickets import decision_submit
 from tests.api.conftest import assert_error, done_run, token_for, waiting_run
-from tests.factories import scripted_agent
+from tests.factories import call, scripted_agent
 from tests.runs.helpers import drive
 
 pytestmark = pytest.mark.django_db
@@ -50,8 +50,8 @@ def parse(chunk: bytes) -> dict[str, Any]:
 
 
 class Reader:
-    def __init__(self, response: Any) -> None:
-        assert response.status_code == 200, response.content
+    def __init__(self, response: Any, status: int = 200) -> None:
+        assert response.status_code == status, response.content
         assert response["Content-Type"] == "text/event-stream"
         assert response["Cache-Control"] == "no-cache"
         self.response = response
@@ -254,3 +254,34 @@ def test_asgi_stream_polls_the_log_when_the_channel_layer_is_down(operator, monk
     events = [m["data"] for m in map(parse, chunks) if "data" in m]
     assert seqs(events) == list(range(1, run.last_event_seq + 1))
     assert events[-1]["event_type"] == "run_finish"
+
+
+def test_post_runs_with_accept_event_stream_streams_the_new_run(api, operator):
+    """Upstream's POST /v1/runs answers with the run's events: one request per run."""
+    agent = scripted_agent(
+        [{"text": "", "tool_calls": [call("calculator", {"expression": "6*7"})]}, {"text": "42"}]
+    )
+    response = api.post(
+        "/api/v1/runs",
+        {"agent_id": agent.slug, "messages": [{"role": "user", "content": "6*7?"}]},
+        format="json",
+        HTTP_ACCEPT="text/event-stream",
+    )
+    reader = Reader(response, status=201)
+    run = Run.objects.get(pk=response["X-Run-ID"])
+    assert response["Location"] == f"/api/v1/runs/{run.pk}"
+    reader.next()  # opening
+    first = reader.next()  # committed with the run: there before any worker
+    assert first["data"]["event_type"] == "run_start" and first["data"]["run_id"] == str(run.pk)
+    drive(run)
+    events = [first["data"], *reader.events()]
+    assert reader.ended and events[-1]["event_type"] == "run_finish"
+    assert seqs(events) == list(range(1, Run.objects.get(pk=run.pk).last_event_seq + 1))
+
+
+def test_streaming_post_errors_and_the_list_stay_json(api):
+    sse = {"HTTP_ACCEPT": "text/event-stream"}
+    body = {"agent_id": "nobody", "messages": [{"role": "user", "content": "hi"}]}
+    assert_error(api.post("/api/v1/runs", body, format="json", **sse), 404, "not_found")
+    listed = api.get("/api/v1/runs", **sse)  # a list is JSON whatever the client accepts
+    assert listed.status_code == 200 and listed["Content-Type"] == "application/json"
