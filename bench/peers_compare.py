@@ -910,7 +910,8 @@ def report(
         "  The CPU floor under Awaken's figure: daphne spends "
         f"{cell(med(ours.extra.get('floor_bare_ms', [])), ' ms')} on a bare Django request and "
         f"{cell(med(ours.extra.get('floor_api_ms', [])), ' ms')} on an authenticated API read; "
-        "a run takes two API requests (POST, then its SSE stream), before the worker's part.",
+        "a plain run takes one (a POST answered with its event stream), an approval cycle "
+        "three, before the worker's part.",
         "  First event: Awaken's first SSE data message (run_start); LangGraph's first "
         "message after `metadata` (the model step's update; `metadata` only acknowledges).",
         "  DBOS runs in process: submit -> result with no HTTP and no server, its client "
