@@ -16,7 +16,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
@@ -141,6 +141,10 @@ class _Lease:
     attempt: int
     token: CancellationToken
     renewed: float  # time.monotonic() of the claim or the last renewal
+    # held while renewing; `released` under it: no renewal lands after the segment let go
+    # (it would put a lease back on a run its release just freed)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    released: bool = False
 
 
 class LeaseRenewer:
@@ -167,6 +171,8 @@ class LeaseRenewer:
         finally:
             with self._lock:
                 self._held.pop(id(lease), None)
+            with lease.lock:  # waits for a renewal in flight
+                lease.released = True
 
     def _loop(self) -> None:
         while True:
@@ -185,15 +191,18 @@ class LeaseRenewer:
 
     def _renew(self, due: list[_Lease], now: float) -> None:
         for lease in due:
-            try:
-                renewed = Run.objects.filter(pk=lease.run_id, attempt=lease.attempt).update(
-                    lease_expires_at=_lease_until()
-                )
-            except (OperationalError, InterfaceError):
-                # the database is away: try again next round; the lease (three renewals
-                # long) outlives a short outage
-                logger.warning("lease renewal failed for run %s", lease.run_id, exc_info=True)
-                return
+            with lease.lock:
+                if lease.released:
+                    continue
+                try:
+                    renewed = Run.objects.filter(pk=lease.run_id, attempt=lease.attempt).update(
+                        lease_expires_at=_lease_until()
+                    )
+                except (OperationalError, InterfaceError):
+                    # the database is away: try again next round; the lease (three
+                    # renewals long) outlives a short outage
+                    logger.warning("lease renewal failed for run %s", lease.run_id, exc_info=True)
+                    return
             if renewed:
                 lease.renewed = now
             else:  # another worker holds the run now: stop this segment

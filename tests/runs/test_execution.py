@@ -339,3 +339,6 @@ def test_the_process_lease_renewer_keeps_a_long_segment_and_stops_a_stolen_one(s
         assert Run.objects.get(pk=kept.pk).lease_expires_at > first_expiry + dt.timedelta(
             seconds=0.6
         )
+    Run.objects.filter(pk=kept.pk).update(lease_expires_at=None)  # as run_release does
+    time.sleep(0.5)  # no renewal lands after the segment let go
+    assert Run.objects.get(pk=kept.pk).lease_expires_at is None
