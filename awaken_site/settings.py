@@ -314,8 +314,6 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["runs.api.parsers.LimitedJSONParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "runs.api.errors.exception_handler",
-    # Clients choose JSON or an event stream with Accept; no ?format= override.
-    "URL_FORMAT_OVERRIDE": None,
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 

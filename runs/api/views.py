@@ -208,6 +208,10 @@ DECISION_RESPONSES = {
 # --- runs -----------------------------------------------------------------------------------------------
 
 
+# Clients choose JSON or the event stream with Accept; DRF's ?format= stays undocumented.
+NO_FORMAT = OpenApiParameter("format", exclude=True)
+
+
 class RunListView(SseView):
     required_perms = {"GET": perms.VIEW, "POST": perms.START}
 
@@ -215,7 +219,7 @@ class RunListView(SseView):
         operation_id="runs_list",
         summary="List runs, newest first",
         tags=["runs"],
-        parameters=[s.RunListQuerySerializer],
+        parameters=[s.RunListQuerySerializer, NO_FORMAT],
         responses={200: s.RunPageSerializer, **error_responses()},
     )
     def get(self, request: Request) -> Response:
@@ -243,7 +247,7 @@ class RunListView(SseView):
         "through any of their tokens, returns the first run with HTTP 200; other users' keys "
         "never match.",
         tags=["runs"],
-        parameters=[IDEMPOTENCY_KEY],
+        parameters=[IDEMPOTENCY_KEY, NO_FORMAT],
         request=s.RunCreateSerializer,
         examples=[START_EXAMPLE],
         responses={
