@@ -22,8 +22,11 @@ run: install
 	$(BIN)/python manage.py seed_demo
 	$(BIN)/python manage.py serve --host $(HOST) --port $(PORT)
 
+# The test process runs without a connection pool (DB_POOL=false): Django's test clients
+# keep each request's connection open, so a pool would run dry over a session; the
+# daphne, worker and beat processes the tests start use the pool, as in production.
 test: install
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	DB_POOL=$${DB_POOL:-false} $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # The same suite on PostgreSQL + a private Redis, with real worker/beat/daphne processes.
 TEST_REDIS_PORT ?= 6390
@@ -32,7 +35,8 @@ test-distributed: install
 		--bind 127.0.0.1 --port $(TEST_REDIS_PORT) --save "" --appendonly no
 	DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test} \
 	REDIS_URL=redis://127.0.0.1:$(TEST_REDIS_PORT)/0 AWAKEN_TEST_REDIS_RESTARTABLE=1 \
-	AWAKEN_REQUIRE_POSTGRES=1 AWAKEN_REQUIRE_INTEGRATION=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
+	AWAKEN_REQUIRE_POSTGRES=1 AWAKEN_REQUIRE_INTEGRATION=1 DB_POOL=$${DB_POOL:-false} \
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff check .

@@ -149,6 +149,7 @@ def _child_env(extra: dict[str, str]) -> dict[str, str]:
     env.update(
         {
             "DATABASE_URL": database_url(connection.settings_dict),
+            "DB_POOL": "true",  # as in production (the test process itself runs without)
             "DJANGO_SETTINGS_MODULE": "awaken_site.settings",
             "AWAKEN_SWEEP_SECONDS": "0.5",
             "PYTHONUNBUFFERED": "1",

