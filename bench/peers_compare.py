@@ -22,6 +22,7 @@ Run alone: .venv/bin/python bench/peers_compare.py
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -34,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import httpx
 
 from bench import common, httpload, proctree
 from bench.common import BenchEnv, BenchError, Figure, median
@@ -419,7 +422,6 @@ def start_langgraph(env: BenchEnv, python: Path) -> tuple[Server, int]:
 
 
 def _http_ok(url: str) -> bool:
-    import httpx
 
     try:
         return httpx.get(url, timeout=1.0, trust_env=False).status_code == 200
@@ -575,7 +577,6 @@ def measure_request_floor(server: Server, port: int, token: str, results: System
     (token auth, permission, throttle, one row: `GET /api/v1/runs/{id}`), same client and
     concurrency as the throughput rounds: what two requests per run (POST and SSE) cost
     before any of the run's own work."""
-    import asyncio
 
     import httpx
 

@@ -25,8 +25,12 @@ from runs.realtime import broadcast_live
 from runs.runtime import types as rt
 from runs.runtime.events import DELTA_EVENT_TYPES, Event
 from runs.runtime.ports import Checkpoint, LeaseLostError, VersionConflictError
-from runs.services.events import apply_thread_projection, events_append, thread_projection
-from runs.sql import update_returning
+from runs.services.events import (
+    apply_thread_projection,
+    events_append,
+    run_reserving_seqs,
+    thread_projection,
+)
 
 
 def _ts(value: dt.datetime | None) -> int | None:
@@ -205,15 +209,13 @@ class OrmCheckpointStore:
             events = events[1:]
         fields = self._record_fields(checkpoint.record, now)
         fields["started_at"] = Coalesce(F("started_at"), Value(fields["started_at"]))
-        fields["last_event_seq"] = F("last_event_seq") + len(events)
         held = Run.objects.filter(pk=self.run_id)
         if self.attempt is not None:
             held = held.filter(attempt=self.attempt)
         with transaction.atomic():
-            run = update_returning(held, fields, CHECKPOINT_RETURNING)
+            run = run_reserving_seqs(held, len(events), fields)
             if run is None:
                 raise LeaseLostError(f"run {self.run_id} was claimed by another worker")
-            run.last_event_seq -= len(events)  # events_append numbers from here
             # the thread row is written once: message count guard and run pointers together
             if not self._append_messages(checkpoint, thread_projection(run)):
                 apply_thread_projection(run)
@@ -346,18 +348,6 @@ class OrmCheckpointStore:
             ]
         )
 
-
-# what a checkpoint needs back from the run row it updates (events, thread, tickets, lists)
-CHECKPOINT_RETURNING = (
-    "thread_id",
-    "agent_version_id",
-    "status",
-    "status_reason",
-    "waiting",
-    "steps",
-    "last_event_seq",
-    "updated_at",
-)
 
 TOOL_CALL_FIELDS = (
     "tool_name",

@@ -11,6 +11,7 @@ import time
 import uuid
 from typing import Any
 
+import redis
 from django.conf import settings
 from django.core.cache import caches
 from django.core.cache.backends.base import InvalidCacheBackendError
@@ -148,8 +149,6 @@ class _ThrottleRedis:
         if self._key != key:
             with self._lock:
                 if self._key != key:
-                    import redis
-
                     pool = redis.ConnectionPool.from_url(
                         url,
                         socket_timeout=THROTTLE_REDIS_TIMEOUT,

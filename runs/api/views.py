@@ -163,7 +163,7 @@ def _start(
     status = 201 if created else 200
     if not SseView.wants_stream(request):
         return Response(run_record_json(run, fresh=created), status=status)
-    after = 0 if created else Run.objects.values_list("last_event_seq", flat=True).get(pk=run.pk)
+    after = 0 if created else run.last_event_seq  # a continued run: from the new input on
     response = event_stream_response(request, run.pk, after=after, follow=False, status=status)
     response["Location"] = f"/api/v1/runs/{run.pk}"
     response["X-Run-ID"] = str(run.pk)

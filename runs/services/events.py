@@ -10,7 +10,7 @@ import datetime as dt
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Case, F, When
+from django.db.models import Case, F, QuerySet, When
 from django.utils import timezone
 
 from runs.jsonsafe import without_nul
@@ -19,6 +19,7 @@ from runs.realtime import broadcast_events
 from runs.runtime import events as ev
 from runs.runtime.loop import RunIdentity
 from runs.runtime.types import RunStatus
+from runs.sql import update_returning
 
 
 def run_summary(run: Run) -> dict[str, Any]:
@@ -55,6 +56,32 @@ def run_start_event(run: Run) -> dict[str, Any]:
     return ev.run_start(
         identity.thread_id, identity.run_id, identity.parent_run_id, identity.to_json()
     )
+
+
+# what an event append needs back from the run row (thread, tickets, lists' summary)
+RUN_ROW_FIELDS = (
+    "thread_id",
+    "agent_version_id",
+    "status",
+    "status_reason",
+    "waiting",
+    "steps",
+    "last_event_seq",
+    "updated_at",
+)
+
+
+def run_reserving_seqs(runs: QuerySet[Run], count: int, values: dict[str, Any]) -> Run | None:
+    """Apply `values` to the one run `runs` matches, which locks its row, and reserve the
+    seqs of `count` events in the same statement. The row comes back with
+    `last_event_seq` before them, for `events_append(..., save_counter=False)`; None
+    when nothing matched (the run is gone, or a guard in `runs` failed)."""
+    run = update_returning(
+        runs, {**values, "last_event_seq": F("last_event_seq") + count}, RUN_ROW_FIELDS
+    )
+    if run is not None:
+        run.last_event_seq -= count
+    return run
 
 
 def events_append(

@@ -8,7 +8,6 @@ from typing import Any
 
 import jsonschema
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
 from runs.jsonsafe import find_nul
@@ -17,9 +16,7 @@ from runs.runtime import types as rt
 from runs.services.audit import SYSTEM, Actor, audit_record
 from runs.services.dispatch import enqueue_on_commit
 from runs.services.errors import DecisionConflict, InvalidInput, NotFound
-from runs.services.events import events_append
-from runs.sql import update_returning
-from runs.store import CHECKPOINT_RETURNING
+from runs.services.events import events_append, run_reserving_seqs
 
 ACTIONS = ("approve", "edit", "reject", "respond")
 
@@ -237,13 +234,8 @@ def decision_submit(
         )
         # the run row: locked (before the open-ticket check below, so two last decisions
         # racing on one run cannot both miss each other), and the event's seq reserved
-        run = update_returning(
-            Run.objects.filter(pk=ticket.run_id),
-            {"last_event_seq": F("last_event_seq") + 1},
-            CHECKPOINT_RETURNING,
-        )
+        run = run_reserving_seqs(Run.objects.filter(pk=ticket.run_id), 1, {})
         assert run is not None  # a ticket's run is only ever deleted with it
-        run.last_event_seq -= 1
         audit_record(
             actor=actor,
             action=f"ticket.{final_action}",
