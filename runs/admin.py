@@ -36,6 +36,7 @@ class MessageInline(admin.TabularInline):
 @admin.register(Thread)
 class ThreadAdmin(ReadOnlyAdmin):
     list_display = ("id", "title", "message_count", "open_run", "updated_at")
+    list_select_related = ("open_run",)  # nullable: not joined by default
     search_fields = ("id", "title")
     inlines = [MessageInline]
 
@@ -43,6 +44,7 @@ class ThreadAdmin(ReadOnlyAdmin):
 @admin.register(Message)
 class MessageAdmin(ReadOnlyAdmin):
     list_display = ("thread", "seq", "role", "tool_call_id", "produced_by_run", "created_at")
+    list_select_related = ("thread", "produced_by_run")
     list_filter = ("role",)
     search_fields = ("thread__id",)
 

@@ -81,8 +81,8 @@ class Thread(models.Model):
     class Meta:
         ordering = ["-updated_at"]
         indexes = [
-            # threads list, newest activity first
-            models.Index(fields=["-updated_at"], name="thread_recent_idx"),
+            # threads list, newest first (keyset on created_at, id)
+            models.Index(fields=["-created_at", "-id"], name="thread_recent_idx"),
         ]
 
     def __str__(self) -> str:
@@ -99,8 +99,12 @@ class Message(models.Model):
     id = models.UUIDField(
         primary_key=True, default=uuid7_default, editable=False, help_text="Message id (UUID v7)."
     )
-    thread = models.ForeignKey(
-        Thread, on_delete=models.CASCADE, related_name="messages", help_text="Owning thread."
+    thread = models.ForeignKey(  # indexed by the (thread, seq) constraint
+        Thread,
+        on_delete=models.CASCADE,
+        related_name="messages",
+        db_index=False,
+        help_text="Owning thread.",
     )
     seq = models.PositiveIntegerField(help_text="1-based position in the thread's append-only log.")
     role = models.CharField(max_length=10, choices=Role.choices, help_text="Author role.")
@@ -151,19 +155,26 @@ class Run(models.Model):
     id = models.UUIDField(
         primary_key=True, default=uuid7_default, editable=False, help_text="Run id (UUID v7)."
     )
+    # No single-column indexes on these three: the list indexes below start with them.
     thread = models.ForeignKey(
         Thread,
         on_delete=models.CASCADE,
         related_name="runs",
+        db_index=False,
         help_text="Thread it reads and writes.",
     )
     agent = models.ForeignKey(
-        "agents.Agent", on_delete=models.PROTECT, related_name="runs", help_text="Agent that runs."
+        "agents.Agent",
+        on_delete=models.PROTECT,
+        related_name="runs",
+        db_index=False,
+        help_text="Agent that runs.",
     )
     agent_version = models.ForeignKey(
         "agents.AgentVersion",
         on_delete=models.PROTECT,
         related_name="runs",
+        db_index=False,
         help_text="Pinned configuration: the run resumes with it even after a newer publish.",
     )
     parent_run = models.ForeignKey(
@@ -233,6 +244,11 @@ class Run(models.Model):
     last_event_seq = models.PositiveBigIntegerField(
         default=0, help_text="Seq of the last persisted event."
     )
+    open_tickets = models.PositiveIntegerField(
+        default=0,
+        help_text="Pending tickets, kept in the transaction that opens or closes one (lists "
+        "show it without counting).",
+    )
     # Execution bookkeeping (SPEC §3): the database is the truth, the queue a doorbell.
     due = models.BooleanField(
         default=False, help_text="A worker should pick it up (new, all tickets decided, retry)."
@@ -278,13 +294,40 @@ class Run(models.Model):
             ("cancel_run", "Can cancel runs"),
             ("retry_run", "Can retry failed runs"),
         ]
+        # The runs list is a keyset scan, newest first by (created_at, id): one index per
+        # filter it offers, each ending in that order, so a page reads 51 index entries.
         indexes = [
-            # runs list: newest first, filtered by status
-            models.Index(fields=["status", "-created_at"], name="run_status_recent_idx"),
+            models.Index(fields=["-created_at", "-id"], name="run_recent_idx"),
+            models.Index(fields=["status", "-created_at", "-id"], name="run_status_recent_idx"),
+            models.Index(fields=["agent", "-created_at", "-id"], name="run_agent_recent_idx"),
+            models.Index(
+                fields=["agent", "status", "-created_at", "-id"], name="run_agent_status_idx"
+            ),
+            models.Index(
+                fields=["status_reason", "-created_at", "-id"], name="run_reason_recent_idx"
+            ),
+            models.Index(
+                fields=["agent_version", "-created_at", "-id"], name="run_version_recent_idx"
+            ),
+            models.Index(fields=["thread", "-created_at", "-id"], name="run_thread_recent_idx"),
+            # the dashboard's counts of the runs not done, by status, reason and version
+            models.Index(
+                fields=["status", "status_reason", "agent_version"],
+                condition=~models.Q(status="done"),
+                name="run_open_idx",
+            ),
             # sweep: runs due or with an expired lease
             models.Index(fields=["due", "lease_expires_at"], name="run_sweep_idx"),
-            # a thread's runs
-            models.Index(fields=["thread", "-created_at"], name="run_thread_recent_idx"),
+            # the dashboard's recent failures
+            models.Index(
+                fields=["-finished_at"],
+                condition=models.Q(status="done")
+                & (
+                    models.Q(status_reason__in=["error", "timeout"])
+                    | models.Q(status_reason__startswith="stopped:")
+                ),
+                name="run_failures_idx",
+            ),
         ]
         constraints = [
             models.UniqueConstraint(
@@ -382,6 +425,14 @@ class Ticket(models.Model):
     run = models.ForeignKey(
         Run, on_delete=models.CASCADE, related_name="tickets", help_text="Waiting run."
     )
+    agent = models.ForeignKey(
+        "agents.Agent",
+        null=True,
+        on_delete=models.CASCADE,
+        related_name="+",
+        db_index=False,
+        help_text="The run's agent, copied so the inbox filters by it without a join.",
+    )
     tool_call = models.ForeignKey(
         ToolCall, on_delete=models.CASCADE, related_name="tickets", help_text="Suspended call."
     )
@@ -417,9 +468,19 @@ class Ticket(models.Model):
     class Meta:
         ordering = ["created_at"]
         permissions = [("decide_ticket", "Can approve, edit, reject or answer tickets")]
+        # approvals inbox: pending tickets, oldest first, by agent or by tool
         indexes = [
-            # approvals inbox: pending tickets, oldest first
-            models.Index(fields=["status", "created_at"], name="ticket_inbox_idx"),
+            models.Index(fields=["status", "created_at", "id"], name="ticket_inbox_idx"),
+            models.Index(
+                fields=["agent", "created_at", "id"],
+                condition=models.Q(status="pending"),
+                name="ticket_inbox_agent_idx",
+            ),
+            models.Index(
+                fields=["tool_name", "created_at", "id"],
+                condition=models.Q(status="pending"),
+                name="ticket_inbox_tool_idx",
+            ),
         ]
         constraints = [
             models.UniqueConstraint(
@@ -493,8 +554,12 @@ class Decision(models.Model):
 
 
 class RunEvent(models.Model):
-    run = models.ForeignKey(
-        Run, on_delete=models.CASCADE, related_name="events", help_text="Run it belongs to."
+    run = models.ForeignKey(  # indexed by the (run, seq) constraint
+        Run,
+        on_delete=models.CASCADE,
+        related_name="events",
+        db_index=False,
+        help_text="Run it belongs to.",
     )
     seq = models.PositiveBigIntegerField(help_text="Per-run 1, 2, 3 … with no gaps.")
     event_type = models.CharField(max_length=40, help_text="AgentEvent type.")
@@ -557,9 +622,13 @@ class AuditEntry(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        # audit page: newest first, filtered by action or actor
         indexes = [
-            # audit page: newest first, filtered by action
-            models.Index(fields=["action", "-created_at"], name="audit_action_recent_idx"),
+            models.Index(fields=["-created_at", "-id"], name="audit_recent_idx"),
+            models.Index(fields=["action", "-created_at", "-id"], name="audit_action_recent_idx"),
+            models.Index(
+                fields=["actor_label", "-created_at", "-id"], name="audit_actor_recent_idx"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -601,3 +670,30 @@ class ApiToken(models.Model):
         if self.revoked_at is not None:
             return False
         return self.expires_at is None or self.expires_at > timezone.now()
+
+
+class HourlyStat(models.Model):
+    """Dashboard counters per hour and agent, kept in the transaction of the change they
+    count (runs.services.stats), so the dashboard reads a few hundred rows instead of
+    scanning runs and tickets.
+
+    Metrics: `run:<outcome>` counts the runs created in that hour by their outcome now
+    (open, completed, failed, cancelled, blocked); `wait:<bucket>` counts the tickets
+    closed in that hour by how long they waited."""
+
+    hour = models.DateTimeField(help_text="Start of the hour (UTC).")
+    agent = models.ForeignKey(
+        "agents.Agent", on_delete=models.CASCADE, related_name="+", help_text="Agent counted."
+    )
+    metric = models.CharField(max_length=40, help_text="run:<outcome> or wait:<bucket>.")
+    count = models.BigIntegerField(default=0, help_text="Current value.")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["hour", "agent", "metric"], name="hourlystat_unique_hour_agent_metric"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.hour:%Y-%m-%d %H}h {self.agent_id} {self.metric}={self.count}"

@@ -9,15 +9,23 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import CharField, Count, Q, QuerySet
-from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Cast
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Sum
 from django.utils import timezone
 from django.utils.http import urlencode
 
-from agents.models import Agent, Model, ModelProvider, RemoteEndpoint
-from runs.models import AuditEntry, Message, Run, RunEvent, Thread, Ticket
+from agents.models import Agent, AgentVersion, Model, ModelProvider, RemoteEndpoint
+from runs.models import (
+    DELEGATE_TICKET_PREFIX,
+    AuditEntry,
+    HourlyStat,
+    Message,
+    Run,
+    RunEvent,
+    Thread,
+    Ticket,
+)
 from runs.runtime.types import WaitingReason, waiting_reason_from_status_reason
+from runs.services import stats
 
 PAGE_SIZE = 50
 
@@ -44,14 +52,26 @@ class Page:
     next_cursor: str | None
 
 
-def keyset_page(queryset: QuerySet, cursor: str | None, size: int = PAGE_SIZE) -> Page:
-    """Newest first by (created_at, pk); the cursor is the last row shown."""
+def keyset_page(
+    queryset: QuerySet, cursor: str | None, size: int = PAGE_SIZE, *, oldest_first: bool = False
+) -> Page:
+    """Newest first by (created_at, pk) (oldest first if asked); the cursor is the last
+    row shown. The bound is written `created_at <= c AND (created_at < c OR pk < p)` so
+    the index on (created_at, pk) is entered at the cursor, not scanned up to it."""
     if cursor:
         position = decode_cursor(cursor)
         if position is not None:
             created, pk = position
-            queryset = queryset.filter(Q(created_at__lt=created) | Q(created_at=created, pk__lt=pk))
-    rows = list(queryset.order_by("-created_at", "-pk")[: size + 1])
+            if oldest_first:
+                queryset = queryset.filter(created_at__gte=created).filter(
+                    Q(created_at__gt=created) | Q(pk__gt=pk)
+                )
+            else:
+                queryset = queryset.filter(created_at__lte=created).filter(
+                    Q(created_at__lt=created) | Q(pk__lt=pk)
+                )
+    order = ("created_at", "pk") if oldest_first else ("-created_at", "-pk")
+    rows = list(queryset.order_by(*order)[: size + 1])
     more = len(rows) > size
     rows = rows[:size]
     return Page(rows, encode_cursor(rows[-1].created_at, rows[-1].pk) if more and rows else None)
@@ -103,14 +123,27 @@ WAITING_REASON_FILTERS = {
     "manual_pause": Q(status_reason="manual_pause"),
 }
 
+# Columns a list row never shows; some are large (a run's state, its input snapshot).
+LIST_DEFERRED = (
+    "request",
+    "input",
+    "output",
+    "state",
+    "waiting",
+    "error_payload",
+    "final_output",
+    "agent_version__spec",
+    "thread__custom",
+)
+
 
 def runs_for_list() -> QuerySet[Run]:
-    return Run.objects.select_related("agent", "agent_version", "thread").annotate(
-        open_tickets=Count("tickets", filter=Q(tickets__status=Ticket.Status.PENDING))
-    )
+    return Run.objects.select_related("agent", "agent_version", "thread").defer(*LIST_DEFERRED)
 
 
 def run_list(*, filters: RunFilters, cursor: str | None = None, size: int = PAGE_SIZE) -> Page:
+    """Each filter maps onto an index ending in (created_at, id) (runs.models.Run.Meta), so
+    a page reads about `size` index entries whatever the table holds."""
     runs = runs_for_list()
     if filters.status:
         runs = runs.filter(status=filters.status)
@@ -122,17 +155,12 @@ def run_list(*, filters: RunFilters, cursor: str | None = None, size: int = PAGE
         else:  # external_event: any other waiting reason
             for other in WAITING_REASON_FILTERS.values():
                 runs = runs.exclude(other)
-    if filters.agent:
-        runs = runs.filter(agent__slug=filters.agent)
+    if filters.agent:  # by id, so the planner sees one value of (agent, created_at, id)
+        runs = runs.filter(agent_id=_agent_id(filters.agent))
     if filters.thread:
         runs = runs.filter(thread_id=_uuid_or_none(filters.thread))
-    if filters.provider:  # through the pinned version's model
-        models = Model.objects.filter(provider__slug=filters.provider).values("slug")
-        model_id = Cast(KeyTextTransform("model_id", "agent_version__spec"), CharField())
-        runs = runs.alias(spec_model_id=model_id).filter(spec_model_id__in=models)
-    if filters.endpoint:
-        endpoint_id = Cast(KeyTextTransform("endpoint_id", "agent_version__spec"), CharField())
-        runs = runs.alias(spec_endpoint_id=endpoint_id).filter(spec_endpoint_id=filters.endpoint)
+    if filters.provider or filters.endpoint:  # through the pinned versions' specs
+        runs = runs.filter(agent_version_id__in=_versions_using(filters.provider, filters.endpoint))
     if filters.reason:
         runs = runs.filter(status_reason=filters.reason)
     if filters.since:
@@ -145,9 +173,34 @@ def run_list(*, filters: RunFilters, cursor: str | None = None, size: int = PAGE
         if ident is not None:
             runs = runs.filter(Q(pk=ident) | Q(thread_id=ident))
         else:
-            threads = Message.objects.filter(content__icontains=term).values("thread_id")
-            runs = runs.filter(thread_id__in=threads)
+            # PostgreSQL: a trigram index serves the match (runs migration 0006); the
+            # planner starts from it for a rare word and from the runs index for a common
+            # one, checking each run's thread until the page is full
+            runs = runs.filter(
+                Exists(
+                    Message.objects.filter(thread_id=OuterRef("thread_id"), content__icontains=term)
+                )
+            )
     return keyset_page(runs, cursor, size)
+
+
+def _agent_id(slug: str) -> int:
+    return Agent.objects.filter(slug=slug).values_list("pk", flat=True).first() or 0
+
+
+def _versions_using(provider: str, endpoint: str) -> list[int]:
+    """Ids of the agent versions whose spec uses a model of `provider` / the endpoint:
+    versions are few, runs are many."""
+    models = set(Model.objects.filter(provider__slug=provider).values_list("slug", flat=True))
+    found = []
+    for pk, spec in AgentVersion.objects.values_list("pk", "spec"):
+        spec = spec or {}
+        if provider and spec.get("model_id") not in models:
+            continue
+        if endpoint and spec.get("endpoint_id") != endpoint:
+            continue
+        found.append(pk)
+    return found
 
 
 def _uuid_or_none(value: str) -> Any:
@@ -165,20 +218,35 @@ def run_row(run_id: Any) -> Run | None:
 
 @dataclass
 class RunDetail:
+    """What the run page shows. Every list is bounded: the logs (events, the thread's
+    messages) are their newest page with a way to load earlier ones, the other lists their
+    newest RELATED_PAGE rows with `more` set when some were left out."""
+
     run: Run
-    messages: list[Message]
-    events: list[RunEvent]
-    open_tickets: list[Ticket]
-    decided_tickets: list[Ticket]
-    children: list[Run]
+    messages: Rows
+    events: Rows
+    open_tickets: Rows
+    decided_tickets: Rows
+    children: Rows
     ancestors: list[Run]
-    retries: list[Run]
+    retries: Rows
     newer_version: bool
     duration: dt.timedelta | None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def run_detail(run_id: Any) -> RunDetail | None:
+# The panels of the run page; a partial that refreshes one panel reads only what it shows.
+RUN_SECTIONS = frozenset({"header", "tickets", "transcript", "timeline"})
+
+
+def run_detail(
+    run_id: Any,
+    *,
+    sections: frozenset[str] = RUN_SECTIONS,
+    events_before: int | None = None,
+    messages_before: int | None = None,
+    messages_from: int | None = None,
+) -> RunDetail | None:
     run = (
         Run.objects.select_related(
             "agent", "agent_version", "thread", "parent_run__agent", "retry_of"
@@ -188,24 +256,38 @@ def run_detail(run_id: Any) -> RunDetail | None:
     )
     if run is None:
         return None
+    header, tickets = "header" in sections, "tickets" in sections
     return RunDetail(
         run=run,
-        messages=run_transcript(run),
-        events=list(RunEvent.objects.filter(run=run).order_by("seq")),
-        open_tickets=run_open_tickets(run),
-        decided_tickets=list(
-            Ticket.objects.filter(run=run)
-            .exclude(status=Ticket.Status.PENDING)
-            .select_related("decision", "tool_call")
-            .order_by("created_at")
+        messages=(
+            run_transcript(run, before_seq=messages_before, from_seq=messages_from)
+            if "transcript" in sections
+            else Rows()
         ),
-        children=list(
-            Run.objects.filter(parent_run=run).select_related("agent").order_by("created_at")
+        events=(run_timeline(run, before_seq=events_before) if "timeline" in sections else Rows()),
+        open_tickets=run_open_tickets(run) if tickets else Rows(),
+        decided_tickets=(
+            _newest(
+                Ticket.objects.filter(run=run)
+                .exclude(status=Ticket.Status.PENDING)
+                .select_related("decision", "tool_call")
+            )
+            if tickets
+            else Rows()
         ),
-        ancestors=_ancestors(run),
-        retries=list(Run.objects.filter(retry_of=run).only("id", "status", "status_reason")),
-        newer_version=run.agent_version.number
-        < (run.agent.versions.order_by("-number").values_list("number", flat=True).first() or 0),
+        children=_newest(Run.objects.filter(parent_run=run).select_related("agent"))
+        if header
+        else Rows(),
+        ancestors=_ancestors(run) if header else [],
+        retries=_newest(Run.objects.filter(retry_of=run).only("id", "status", "status_reason"))
+        if header
+        else Rows(),
+        newer_version=(
+            run.agent_version.number
+            < (run.agent.versions.order_by("-number").values_list("number", flat=True).first() or 0)
+        )
+        if header
+        else False,
         duration=_duration(run),
     )
 
@@ -231,28 +313,78 @@ def _duration(run: Run) -> dt.timedelta | None:
     return (run.finished_at or timezone.now()) - run.started_at
 
 
-def run_transcript(run: Run) -> list[Message]:
-    return list(Message.objects.filter(thread_id=run.thread_id).order_by("seq"))
+def run_transcript(run: Run, *, before_seq: int | None = None, from_seq: int | None = None) -> Rows:
+    """The run's thread's newest messages (the run page shows the whole conversation).
+    A live refresh of the page's panel (from its first message on, no upper bound) may show
+    up to TRANSCRIPT_LIVE, so what arrives while the page is open does not at once push
+    messages it showed behind a "show earlier" control."""
+    live_refresh = from_seq is not None and before_seq is None
+    return seq_window(
+        Message.objects.filter(thread_id=run.thread_id),
+        before_seq=before_seq,
+        from_seq=from_seq,
+        size=TRANSCRIPT_LIVE if live_refresh else TRANSCRIPT_PAGE,
+    )
 
 
-def run_open_tickets(run: Run) -> list[Ticket]:
-    return list(
+def run_open_tickets(run: Run) -> Rows:
+    """Oldest first, like the inbox; past RELATED_PAGE the others are decided there."""
+    rows = list(
         Ticket.objects.filter(run=run, status=Ticket.Status.PENDING)
         .select_related("tool_call")
-        .order_by("created_at")
+        .order_by("created_at", "pk")[: RELATED_PAGE + 1]
     )
+    return Rows(rows[:RELATED_PAGE], more=len(rows) > RELATED_PAGE)
 
 
 # --- tickets ----------------------------------------------------------------------------------------------
 
 
-def inbox_tickets(*, agent: str = "", tool: str = "") -> list[Ticket]:
+def inbox_tickets(
+    *, agent: str = "", tool: str = "", cursor: str | None = None, size: int = PAGE_SIZE
+) -> Page:
+    """Pending tickets, oldest first, over the (partial) inbox indexes."""
     tickets = Ticket.objects.for_operators().select_related("run__agent", "tool_call")
     if agent:
-        tickets = tickets.filter(run__agent__slug=agent)
+        tickets = tickets.filter(agent_id=_agent_id(agent))
     if tool:
         tickets = tickets.filter(tool_name=tool)
-    return list(tickets.order_by("created_at", "pk")[:500])
+    return keyset_page(tickets, cursor, size, oldest_first=True)
+
+
+def ticket_list(
+    *, status: str, agent: str = "", tool: str = "", cursor: str | None = None, size: int
+) -> Page:
+    """The API's tickets: pending ones as the inbox lists them, closed ones newest first."""
+    if status == Ticket.Status.PENDING:
+        return inbox_tickets(agent=agent, tool=tool, cursor=cursor, size=size)
+    tickets = Ticket.objects.filter(status=status).select_related(
+        "run__agent", "tool_call", "decision"
+    )
+    if agent:
+        tickets = tickets.filter(agent_id=_agent_id(agent))
+    if tool:
+        tickets = tickets.filter(tool_name=tool)
+    return keyset_page(tickets, cursor, size)
+
+
+def inbox_count(*, agent: str = "", tool: str = "") -> int:
+    tickets = Ticket.objects.for_operators()
+    if agent:
+        tickets = tickets.filter(agent_id=_agent_id(agent))
+    if tool:
+        tickets = tickets.filter(tool_name=tool)
+    return tickets.count()
+
+
+def inbox_filter_options() -> tuple[list[str], list[str]]:
+    """The agents and the tools their configuration offers (not a scan of the tickets)."""
+    agents: list[str] = []
+    tools: set[str] = set()
+    for slug, agent_tools in Agent.objects.order_by("slug").values_list("slug", "tools"):
+        agents.append(slug)
+        tools.update(str(name) for name in agent_tools or [])
+    return agents, sorted(tools)
 
 
 # --- dashboard ------------------------------------------------------------------------------------------
@@ -270,40 +402,44 @@ class Dashboard:
     health: list[HealthRow] = field(default_factory=list)
 
 
-WAIT_BUCKETS = [
-    ("< 1 min", 60),
-    ("1–5 min", 300),
-    ("5–30 min", 1800),
-    ("30 min–2 h", 7200),
-    ("> 2 h", None),
-]
-
-
 def dashboard(now: dt.datetime | None = None) -> Dashboard:
+    """Counters (runs.services.stats) and small index scans: the runs not done (partial
+    index `run_open_idx`), the pending tickets, the failures index."""
     now = now or timezone.now()
     by_status = {status: 0 for status in Run.Status.values}
-    for status, count in Run.objects.values_list("status").annotate(n=Count("id")):
-        by_status[status] = count
     by_reason: dict[str, int] = {}
-    waiting = Run.objects.filter(status=Run.Status.WAITING).values_list("status_reason")
-    for status_reason, count in waiting.annotate(n=Count("id")):
-        reason = waiting_reason_from_status_reason(status_reason or None).value
-        by_reason[reason] = by_reason.get(reason, 0) + count
-    pending = Ticket.objects.for_operators()
+    open_runs = (
+        Run.objects.exclude(status=Run.Status.DONE)
+        .values_list("status", "status_reason")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    for status, status_reason, count in open_runs:
+        by_status[status] += count
+        if status == Run.Status.WAITING:
+            reason = waiting_reason_from_status_reason(status_reason or None).value
+            by_reason[reason] = by_reason.get(reason, 0) + count
+    finished = HourlyStat.objects.filter(hour=stats.ALL_TIME).exclude(metric="run:open")
+    by_status[Run.Status.DONE] = finished.aggregate(n=Sum("count"))["n"] or 0
     failures = list(
         Run.objects.filter(status=Run.Status.DONE)
         .filter(Q(status_reason__in=["error", "timeout"]) | Q(status_reason__startswith="stopped:"))
         .select_related("agent")
+        .only("pk", "agent__slug", "status_reason", "finished_at")
         .order_by("-finished_at")[:8]
     )
+    waits, pending = _wait_buckets(now)
     return Dashboard(
         by_status=by_status,
         by_waiting_reason=by_reason,
-        pending_tickets=pending.count(),
-        oldest_ticket=pending.select_related("run__agent").order_by("created_at").first(),
+        pending_tickets=pending,
+        oldest_ticket=Ticket.objects.for_operators()
+        .select_related("run__agent")
+        .order_by("created_at")
+        .first(),
         recent_failures=failures,
         hourly=_hourly(now),
-        wait_buckets=_wait_buckets(now),
+        wait_buckets=waits,
         health=dependency_health(now),
     )
 
@@ -332,8 +468,10 @@ class HealthRow:
 
 
 def dependency_health(now: dt.datetime) -> list[HealthRow]:
-    """Four queries whatever the number of runs: providers, endpoints, the model → provider
-    map, and the runs grouped by their pinned spec's model_id / endpoint_id and status."""
+    """Five queries whatever the number of runs: providers, endpoints, the model → provider
+    map, the runs grouped by pinned version and status (those running or waiting, over
+    the partial index, and the errors of the last day, over the reason index), and those
+    versions' specs."""
     fields = ("pk", "slug", "name", "health", "health_error", "health_checked_at")
     providers = list(ModelProvider.objects.only(*fields).order_by("slug")[:HEALTH_ROWS_MAX])
     endpoints = list(RemoteEndpoint.objects.only(*fields).order_by("slug")[:HEALTH_ROWS_MAX])
@@ -356,61 +494,55 @@ def dependency_health(now: dt.datetime) -> list[HealthRow]:
     provider_of_model = dict(
         Model.objects.filter(provider__in=providers).values_list("slug", "provider__slug")
     )
-    counts = (
-        Run.objects.filter(
-            Q(status__in=[Run.Status.RUNNING, Run.Status.WAITING])
-            | Q(status=Run.Status.DONE, status_reason="error", created_at__gte=since)
-        )
-        .annotate(
-            spec_model_id=KeyTextTransform("model_id", "agent_version__spec"),
-            spec_endpoint_id=KeyTextTransform("endpoint_id", "agent_version__spec"),
-        )
-        .values_list("spec_model_id", "spec_endpoint_id", "status")
+    live = (
+        Run.objects.filter(status__in=[Run.Status.RUNNING, Run.Status.WAITING])
+        .values_list("agent_version_id", "status")
         .annotate(n=Count("pk"))
         .order_by()
+    )
+    failed = (
+        Run.objects.filter(status_reason="error", created_at__gte=since)
+        .values_list("agent_version_id", "status")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    counts = list(live.union(failed, all=True))
+    specs = dict(
+        AgentVersion.objects.filter(pk__in={version for version, _, _ in counts}).values_list(
+            "pk", "spec"
+        )
     )
     bucket = {
         Run.Status.RUNNING: "running",
         Run.Status.WAITING: "waiting",
         Run.Status.DONE: "failed",
     }
-    for model_id, endpoint_id, status, n in counts:
+    for version, status, n in counts:
+        spec = specs.get(version) or {}
         targets = [
-            rows.get(("provider", provider_of_model.get(model_id) or "")),
-            rows.get(("endpoint", endpoint_id or "")),
+            rows.get(("provider", provider_of_model.get(spec.get("model_id") or "") or "")),
+            rows.get(("endpoint", spec.get("endpoint_id") or "")),
         ]
         for row in targets:
-            if row is not None:
+            if row is not None and status in bucket:
                 setattr(row, bucket[status], getattr(row, bucket[status]) + n)
     return list(rows.values())
 
 
-def _outcome(status: str, reason: str) -> str:
-    if status != Run.Status.DONE:
-        return "open"
-    if reason == "natural" or reason == "behavior_requested":
-        return "completed"
-    if reason == "cancelled":
-        return "cancelled"
-    if reason.startswith("blocked:"):
-        return "blocked"
-    return "failed"
-
-
-OUTCOMES = ["completed", "failed", "cancelled", "blocked", "open"]
-
-
 def _hourly(now: dt.datetime) -> list[dict[str, Any]]:
-    start = (now - dt.timedelta(hours=23)).replace(minute=0, second=0, microsecond=0)
+    start = stats.hour_of(now - dt.timedelta(hours=23))
     hours = [start + dt.timedelta(hours=i) for i in range(24)]
-    counts = {hour: dict.fromkeys(OUTCOMES, 0) for hour in hours}
-    rows = Run.objects.filter(created_at__gte=start).values_list(
-        "created_at", "status", "status_reason"
+    counts = {hour: dict.fromkeys(stats.OUTCOMES, 0) for hour in hours}
+    rows = (
+        HourlyStat.objects.filter(hour__gte=start, metric__startswith="run:")
+        .values_list("hour", "metric")
+        .annotate(n=Sum("count"))
+        .order_by()
     )
-    for created, status, reason in rows.iterator():
-        hour = created.replace(minute=0, second=0, microsecond=0)
-        if hour in counts:
-            counts[hour][_outcome(status, reason)] += 1
+    for hour, metric, n in rows:
+        outcome = metric.removeprefix("run:")
+        if stats.hour_of(hour) in counts and outcome in stats.OUTCOMES:
+            counts[stats.hour_of(hour)][outcome] += n
     peak = max((sum(c.values()) for c in counts.values()), default=0) or 1
     result = []
     for index, hour in enumerate(hours):
@@ -418,7 +550,7 @@ def _hourly(now: dt.datetime) -> list[dict[str, Any]]:
         total = sum(bucket.values())
         y = 100.0
         segments = []
-        for outcome in OUTCOMES:
+        for outcome in stats.OUTCOMES:
             height = 100.0 * bucket[outcome] / peak
             y -= height
             if bucket[outcome]:
@@ -434,27 +566,42 @@ def _hourly(now: dt.datetime) -> list[dict[str, Any]]:
     return result
 
 
-def _wait_buckets(now: dt.datetime) -> list[dict[str, Any]]:
-    """How long decided tickets waited (last 7 days) plus how long open ones wait so far."""
-    since = now - dt.timedelta(days=7)
-    waits: list[float] = []
-    for created, closed in (
-        Ticket.objects.filter(created_at__gte=since)
-        .values_list("created_at", "closed_at")
-        .iterator()
-    ):
-        waits.append(((closed or now) - created).total_seconds())
-    counts = [0] * len(WAIT_BUCKETS)
-    for seconds in waits:
-        for index, (_, limit) in enumerate(WAIT_BUCKETS):
-            if limit is None or seconds < limit:
-                counts[index] += 1
-                break
+def _wait_buckets(now: dt.datetime) -> tuple[list[dict[str, Any]], int]:
+    """How long the tickets closed in the last 7 days waited (counters) plus how long the
+    pending ones wait so far (one pass over the pending tickets); and the number of
+    pending tickets an operator decides (not the waits on a child run)."""
+    counts = [0] * len(stats.WAIT_BUCKETS)
+    closed = (
+        HourlyStat.objects.filter(hour__gte=now - dt.timedelta(days=7), metric__startswith="wait:")
+        .values_list("metric")
+        .annotate(n=Sum("count"))
+        .order_by()
+    )
+    for metric, n in closed:
+        index = int(metric.removeprefix("wait:"))
+        if 0 <= index < len(counts):
+            counts[index] += n
+    ages: dict[str, Any] = {}
+    younger: int | None = None
+    for index, (_, limit) in enumerate(stats.WAIT_BUCKETS):
+        window = Q()
+        if limit is not None:
+            window &= Q(created_at__gt=now - dt.timedelta(seconds=limit))
+        if younger is not None:
+            window &= Q(created_at__lte=now - dt.timedelta(seconds=younger))
+        ages[f"b{index}"] = Count("pk", filter=window)
+        younger = limit
+    pending = Ticket.objects.filter(status=Ticket.Status.PENDING).aggregate(
+        **ages, operators=Count("pk", filter=~Q(ticket_id__startswith=DELEGATE_TICKET_PREFIX))
+    )
+    for index in range(len(counts)):
+        counts[index] += pending[f"b{index}"]
     peak = max(counts) or 1
-    return [
+    buckets = [
         {"label": label, "count": count, "width": round(100.0 * count / peak, 2)}
-        for (label, _), count in zip(WAIT_BUCKETS, counts, strict=True)
+        for (label, _), count in zip(stats.WAIT_BUCKETS, counts, strict=True)
     ]
+    return buckets, pending["operators"]
 
 
 # --- threads and audit ------------------------------------------------------------------------------
@@ -468,12 +615,14 @@ def thread_list(*, cursor: str | None = None, q: str = "") -> Page:
     return keyset_page(threads, cursor)
 
 
-def thread_detail(thread_id: Any) -> tuple[Thread, list[Message], list[Run]] | None:
-    thread = Thread.objects.select_related("open_run").filter(pk=thread_id).first()
+def thread_detail(thread_id: Any) -> tuple[Thread, Rows, Rows] | None:
+    """The thread, its newest messages and its newest runs, both oldest first (the last
+    run is the latest: the composer offers its agent)."""
+    thread = Thread.objects.select_related("open_run__agent").filter(pk=thread_id).first()
     if thread is None:
         return None
-    messages = list(Message.objects.filter(thread=thread).order_by("seq"))
-    runs = list(Run.objects.filter(thread=thread).select_related("agent").order_by("created_at"))
+    messages = thread_transcript(thread.pk)
+    runs = _newest(Run.objects.filter(thread=thread).select_related("agent"))
     return thread, messages, runs
 
 
@@ -492,3 +641,88 @@ def audit_list(
     if run:
         entries = entries.filter(run_id=_uuid_or_none(run))
     return keyset_page(entries, cursor)
+
+
+# --- bounded lists of the run and thread pages -----------------------------------------------------
+
+TIMELINE_PAGE = 200  # a run's events shown at once; earlier ones on demand
+TRANSCRIPT_PAGE = 100  # a thread's messages shown at once; earlier ones on demand
+TRANSCRIPT_LIVE = 3 * TRANSCRIPT_PAGE  # at most, in a live refresh of the run page's transcript
+RELATED_PAGE = 50  # children, retries, tickets of a run; runs of a thread
+
+
+class Rows(list[Any]):
+    """Rows a page shows, oldest first, with `more` set when rows were left out (for a log:
+    rows older than the first one here). A list, so templates and callers iterate it as
+    before. For a log window, `before_seq` and `from_seq` are the range it was read from."""
+
+    def __init__(
+        self,
+        rows: Any = (),
+        *,
+        more: bool = False,
+        before_seq: int | None = None,
+        from_seq: int | None = None,
+    ) -> None:
+        super().__init__(rows)
+        self.more = more
+        self.before_seq = before_seq
+        self.from_seq = from_seq
+
+    @property
+    def first_seq(self) -> int | None:
+        """Where the page before this one ends: its `?before_seq=`."""
+        return self[0].seq if self else None
+
+
+def seq_window(
+    rows: QuerySet,
+    *,
+    size: int,
+    before_seq: int | None = None,
+    from_seq: int | None = None,
+) -> Rows:
+    """The newest `size` rows of an append-only log (events of a run, messages of a
+    thread: unique on (owner, seq), so this reads size + 1 index entries backwards) with
+    from_seq <= seq < before_seq. One row more than shown tells whether older ones exist."""
+    if before_seq is not None:
+        rows = rows.filter(seq__lt=before_seq)
+    if from_seq is not None:
+        rows = rows.filter(seq__gte=from_seq)
+    newest = list(rows.order_by("-seq")[: size + 1])
+    return Rows(
+        reversed(newest[:size]),
+        more=len(newest) > size,
+        before_seq=before_seq,
+        from_seq=from_seq,
+    )
+
+
+def _newest(rows: QuerySet, size: int = RELATED_PAGE) -> Rows:
+    """The newest `size` rows by (created_at, pk), shown oldest first."""
+    newest = list(rows.order_by("-created_at", "-pk")[: size + 1])
+    return Rows(reversed(newest[:size]), more=len(newest) > size)
+
+
+def run_timeline(run: Run, *, before_seq: int | None = None) -> Rows:
+    """The run's newest events (before `before_seq`). The page's live stream resumes after
+    the last one, so the first page always ends with the newest event."""
+    return seq_window(RunEvent.objects.filter(run=run), before_seq=before_seq, size=TIMELINE_PAGE)
+
+
+def thread_transcript(
+    thread_id: Any, *, before_seq: int | None = None, from_seq: int | None = None
+) -> Rows:
+    return seq_window(
+        Message.objects.filter(thread_id=thread_id),
+        before_seq=before_seq,
+        from_seq=from_seq,
+        size=TRANSCRIPT_PAGE,
+    )
+
+
+def thread_messages_page(thread_id: Any, *, before_seq: int | None = None) -> Rows | None:
+    """A page of the thread page's transcript, None when there is no such thread."""
+    if not Thread.objects.filter(pk=thread_id).exists():
+        return None
+    return thread_transcript(thread_id, before_seq=before_seq)

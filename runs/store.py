@@ -25,6 +25,7 @@ from runs.realtime import broadcast_live
 from runs.runtime import types as rt
 from runs.runtime.events import DELTA_EVENT_TYPES, Event
 from runs.runtime.ports import Checkpoint, LeaseLostError, VersionConflictError
+from runs.services import stats
 from runs.services.events import (
     apply_thread_projection,
     events_append,
@@ -209,6 +210,7 @@ class OrmCheckpointStore:
             events = events[1:]
         fields = self._record_fields(checkpoint.record, now)
         fields["started_at"] = Coalesce(F("started_at"), Value(fields["started_at"]))
+        finishing = checkpoint.record.status is rt.RunStatus.DONE
         held = Run.objects.filter(pk=self.run_id)
         if self.attempt is not None:
             held = held.filter(attempt=self.attempt)
@@ -221,6 +223,8 @@ class OrmCheckpointStore:
                 apply_thread_projection(run)
             self._save_tool_calls(run, checkpoint, now)
             events_append(run, events, now=now, save_counter=False)
+            if finishing and run.finished_at == now:  # it was not done before
+                stats.run_finished(run)
         if checkpoint.events:  # the activation's run_start is behind us
             self.announced = False
 
@@ -267,7 +271,8 @@ class OrmCheckpointStore:
             "output_tokens": record.output_tokens,
             "state": record.state.to_json() if record.state else None,
             "started_at": _dt(record.started_at) or now,  # unless the row has one
-            "finished_at": now if done else None,
+            # kept when already set: a finish is counted once (see `checkpoint`)
+            "finished_at": Coalesce(F("finished_at"), Value(now)) if done else None,
             "updated_at": now,
         }
         fields = {name: without_nul(value) for name, value in fields.items()}
@@ -329,10 +334,11 @@ class OrmCheckpointStore:
         )
         messages = _suspension_messages(checkpoint.events)
         deadline = ticket_deadline(run, now)
-        Ticket.objects.bulk_create(
+        opened = Ticket.objects.bulk_create(
             [
                 Ticket(
                     run=run,
+                    agent_id=run.agent_id,
                     tool_call=rows[state.call_id],
                     ticket_id=state.ticket_id,
                     tool_name=state.tool_name,
@@ -347,6 +353,8 @@ class OrmCheckpointStore:
                 if state.ticket_id not in already
             ]
         )
+        if opened:
+            Run.objects.filter(pk=run.pk).update(open_tickets=F("open_tickets") + len(opened))
 
 
 TOOL_CALL_FIELDS = (

@@ -40,6 +40,7 @@ urlpatterns = [
     path("tickets/<uuid:ticket_id>/edit-preview", actions.edit_preview, name="ticket-edit-preview"),
     path("threads/", lists.thread_list, name="thread-list"),
     path("threads/<uuid:thread_id>/", lists.thread_page, name="thread-detail"),
+    path("threads/<uuid:thread_id>/messages", detail.thread_messages, name="thread-messages"),
     path("threads/<uuid:thread_id>/send", actions.send_message, name="thread-send"),
     path("threads/new", actions.send_message, name="thread-new"),
     path("inbox/", inbox.inbox, name="inbox"),

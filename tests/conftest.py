@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 from django.conf import settings
+from django.core.cache import caches
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
@@ -35,9 +37,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(autouse=True)
+def _no_dashboard_cache(settings: Any) -> None:
+    """Tests read the dashboard right after changing runs; one test turns the cache on."""
+    settings.AWAKEN_DASHBOARD_CACHE_SECONDS = 0
+
+
+@pytest.fixture(autouse=True)
 def _fresh_process_caches() -> None:
     """Per-process caches of immutable rows are keyed by id; SQLite hands out the ids of
     rolled-back rows again, so each test starts with empty caches."""
     from agents.services import agent_version_by_id
 
     agent_version_by_id.cache_clear()
+    caches["default"].clear()  # the dashboard's figures

@@ -496,5 +496,6 @@ class AgentAdmin(AuditedAdmin):
 @admin.register(Note)
 class NoteAdmin(admin.ModelAdmin):
     list_display = ("title", "run", "tool_call_id", "created_at")
+    list_select_related = ("run",)
     search_fields = ("title", "body")
     readonly_fields = ("run", "tool_call_id", "created_at")

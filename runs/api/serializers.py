@@ -194,7 +194,10 @@ class TicketListQuerySerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=TICKET_STATUSES, default="pending")
     agent_id = serializers.CharField(required=False, allow_blank=True, max_length=63)
     tool = serializers.CharField(required=False, allow_blank=True, max_length=200)
-    limit = serializers.IntegerField(min_value=1, max_value=500, default=500)
+    cursor = serializers.CharField(
+        required=False, allow_blank=True, max_length=400, help_text="next_cursor of a page."
+    )
+    limit = serializers.IntegerField(min_value=1, max_value=500, default=100)
 
 
 class AuditQuerySerializer(serializers.Serializer):
@@ -252,6 +255,8 @@ class TicketSerializer(serializers.Serializer):
     def get_decision(self, ticket: Ticket) -> dict[str, Any] | None:
         from runs.services.tickets import decision_json
 
+        if ticket.status == Ticket.Status.PENDING:  # undecided: no lookup
+            return None
         try:
             decision = ticket.decision
         except Decision.DoesNotExist:
@@ -378,10 +383,7 @@ class RunSummarySerializer(serializers.Serializer):
         return cost_text(run_cost_usd(run))
 
     def get_open_tickets(self, run: Run) -> int:
-        count = getattr(run, "open_tickets", None)
-        if count is None:
-            count = run.tickets.filter(status=Ticket.Status.PENDING).count()
-        return int(count)
+        return run.open_tickets
 
     def get_created_at(self, run: Run) -> int:
         return int(run.created_at.timestamp())
@@ -415,6 +417,7 @@ class EventPageSerializer(serializers.Serializer):
 
 class TicketPageSerializer(serializers.Serializer):
     items = TicketSerializer(many=True)
+    next_cursor = serializers.CharField(allow_null=True, help_text="Pass as ?cursor= for more.")
 
 
 class ThreadSerializer(serializers.Serializer):

@@ -399,24 +399,23 @@ class TicketListView(ApiView):
     @extend_schema(
         operation_id="tickets_list",
         summary="Tickets across runs (the approvals inbox)",
-        description="Pending tickets oldest first (default), or decided/cancelled ones newest first.",
+        description="Pending tickets oldest first (default), or decided/cancelled ones newest "
+        "first (by creation), a page at a time: pass `next_cursor` back as `cursor`.",
         tags=["tickets"],
         parameters=[s.TicketListQuerySerializer],
         responses={200: s.TicketPageSerializer, **error_responses()},
     )
     def get(self, request: Request) -> Response:
         query = validated(s.TicketListQuerySerializer, request.query_params)
-        agent, tool, limit = query.get("agent_id") or "", query.get("tool") or "", query["limit"]
-        if query["status"] == Ticket.Status.PENDING:
-            tickets = selectors.inbox_tickets(agent=agent, tool=tool)[:limit]
-        else:
-            rows = tickets_query().filter(status=query["status"])
-            if agent:
-                rows = rows.filter(run__agent__slug=agent)
-            if tool:
-                rows = rows.filter(tool_name=tool)
-            tickets = list(rows.order_by("-closed_at", "-created_at")[:limit])
-        return Response({"items": s.TicketSerializer(tickets, many=True).data})
+        page = selectors.ticket_list(
+            status=query["status"],
+            agent=query.get("agent_id") or "",
+            tool=query.get("tool") or "",
+            cursor=check_cursor(query.get("cursor"), uuid_pk=True),
+            size=query["limit"],
+        )
+        items = s.TicketSerializer(page.items, many=True).data
+        return Response({"items": items, "next_cursor": page.next_cursor})
 
 
 class TicketDetailView(ApiView):

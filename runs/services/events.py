@@ -61,6 +61,10 @@ def run_start_event(run: Run) -> dict[str, Any]:
 # what an event append needs back from the run row (thread, tickets, lists' summary)
 RUN_ROW_FIELDS = (
     "thread_id",
+    "agent",
+    "created_at",
+    "finished_at",
+    "open_tickets",
     "agent_version_id",
     "status",
     "status_reason",

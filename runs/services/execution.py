@@ -48,10 +48,12 @@ from runs.runtime.ports import (
     ToolCallContext,
     VersionConflictError,
 )
+from runs.services import stats
 from runs.services.dispatch import run_dispatch
 from runs.services.errors import ServiceError
 from runs.services.events import apply_thread_projection, events_append, run_identity
 from runs.services.runs import run_request_cancel_flag
+from runs.services.tickets import decision_submit, tickets_close_open
 from runs.sql import update_returning
 from runs.store import (
     OrmCheckpointStore,
@@ -356,10 +358,9 @@ def run_fail(*, run_id: Any, attempt: int | None, message: str) -> bool:
     run.lease_owner, run.lease_expires_at = "", None
     run.finished_at = now
     run.updated_at = now
+    tickets_close_open(run, now)
     run.save()
-    Ticket.objects.filter(run=run, status=Ticket.Status.PENDING).update(
-        status=Ticket.Status.CANCELLED, closed_at=now
-    )
+    stats.run_finished(run)
     events_append(
         run,
         [
@@ -478,13 +479,12 @@ def _child_create(parent: Run, agent_id: str, prompt: str, call_id: str) -> Run:
         ).to_json(),
     )
     apply_thread_projection(child)
+    stats.run_created(child)
     return child
 
 
 def run_notify_parent(*, run_id: Any) -> None:
     """A finished child answers its parent's delegate ticket, so the parent resumes."""
-    from runs.services.tickets import decision_submit
-
     finished = Run.objects.filter(pk=run_id, status=Run.Status.DONE)
     parent_id = finished.values_list("parent_run_id", flat=True).first()
     if parent_id is None:  # a root run, or a child that is not done: one small query
@@ -551,8 +551,6 @@ def runs_sweep(*, now: dt.datetime | None = None) -> dict[str, int]:
 
 def tickets_expire(*, now: dt.datetime) -> int:
     """Apply each overdue ticket's default action as a decision by the system (SPEC §2.7)."""
-    from runs.services.tickets import decision_submit
-
     expired = 0
     overdue = Ticket.objects.filter(status=Ticket.Status.PENDING, deadline_at__lt=now)
     for ticket in overdue.select_related("tool_call")[:500]:

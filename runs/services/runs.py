@@ -15,6 +15,7 @@ from runs.jsonsafe import NUL
 from runs.models import Message, Run, Thread, Ticket, ToolCall
 from runs.runtime import events as ev
 from runs.runtime import types as rt
+from runs.services import stats
 from runs.services.audit import SYSTEM, Actor, audit_record
 from runs.services.dispatch import enqueue_on_commit, run_dispatch
 from runs.services.errors import IllegalTransition, InvalidInput
@@ -24,6 +25,7 @@ from runs.services.events import (
     run_start_event,
     thread_projection,
 )
+from runs.services.tickets import tickets_close_open
 from runs.store import message_to_row
 
 MAX_MESSAGE_CHARS = 100_000
@@ -225,6 +227,7 @@ def _submit(
         },
     )
     enqueue_on_commit(run.pk)
+    stats.run_created(run)
     return run, True
 
 
@@ -287,9 +290,7 @@ def _finish_cancelled(run: Run, now: Any) -> None:
     from agents.endpoints import abort_remote_on_commit
 
     abort_remote_on_commit(run)
-    Ticket.objects.filter(run=run, status=Ticket.Status.PENDING).update(
-        status=Ticket.Status.CANCELLED, closed_at=now
-    )
+    tickets_close_open(run, now)
     ToolCall.objects.filter(
         run=run, status__in=[ToolCall.Status.SUSPENDED, ToolCall.Status.RESUMING]
     ).update(status=ToolCall.Status.CANCELLED, updated_at=now)
@@ -312,8 +313,10 @@ def _finish_cancelled(run: Run, now: Any) -> None:
             "cancel_requested_at",
             "finished_at",
             "updated_at",
+            "open_tickets",
         ]
     )
+    stats.run_finished(run)
     events_append(
         run,
         [
@@ -371,6 +374,7 @@ def run_retry(*, run: Run, actor: Actor = SYSTEM) -> Run:
         after={"run": str(retry.pk)},
     )
     run_dispatch(retry.pk)
+    stats.run_created(retry)
     return retry
 
 

@@ -8,11 +8,14 @@ from typing import Any
 
 import jsonschema
 from django.db import transaction
+from django.db.models import F
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from runs.jsonsafe import find_nul
 from runs.models import Decision, Run, Ticket, ToolCall
 from runs.runtime import types as rt
+from runs.services import stats
 from runs.services.audit import SYSTEM, Actor, audit_record
 from runs.services.dispatch import enqueue_on_commit
 from runs.services.errors import DecisionConflict, InvalidInput, NotFound
@@ -234,7 +237,11 @@ def decision_submit(
         )
         # the run row: locked (before the open-ticket check below, so two last decisions
         # racing on one run cannot both miss each other), and the event's seq reserved
-        run = run_reserving_seqs(Run.objects.filter(pk=ticket.run_id), 1, {})
+        run = run_reserving_seqs(
+            Run.objects.filter(pk=ticket.run_id),
+            1,
+            {"open_tickets": Greatest(F("open_tickets") - 1, 0)},
+        )
         assert run is not None  # a ticket's run is only ever deleted with it
         audit_record(
             actor=actor,
@@ -269,7 +276,19 @@ def decision_submit(
             )
             if dispatch:
                 enqueue_on_commit(run.pk)
+        stats.tickets_closed([(ticket.created_at, run.agent_id)], now)
     return decision
+
+
+def tickets_close_open(run: Run, now: Any) -> None:
+    """Cancel the run's pending tickets (the run is ending); the caller saves the run,
+    whose `open_tickets` is set to 0 here."""
+    pending = Ticket.objects.filter(run=run, status=Ticket.Status.PENDING)
+    closing = list(pending.values_list("created_at", flat=True))
+    if closing:
+        pending.update(status=Ticket.Status.CANCELLED, closed_at=now)
+        stats.tickets_closed([(created, run.agent_id) for created in closing], now)
+    run.open_tickets = 0
 
 
 def _raise_conflict(ticket: Ticket) -> None:

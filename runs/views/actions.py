@@ -31,9 +31,9 @@ def _is_htmx(request: HttpRequest) -> bool:
 def _tickets_panel(
     request: HttpRequest, run: Run, flash: dict[str, str] | None, status: int = 200
 ) -> HttpResponse:
-    from runs.views.detail import _context
+    from runs.views.detail import PARTIAL_SECTIONS, _context
 
-    context = _context(request, run.pk)
+    context = _context(request, run.pk, PARTIAL_SECTIONS["run_tickets"])
     context["flash"] = flash
     return render(request, "runs/partials/run_tickets.html", context, status=status)
 

@@ -1,4 +1,5 @@
-"""Run detail page and the partials the live stream refreshes."""
+"""Run detail page, the partials the live stream refreshes, and the earlier pages of the
+run's and the thread's logs."""
 
 from __future__ import annotations
 
@@ -12,9 +13,41 @@ from runs import selectors
 from runs.permissions import VIEW, capabilities, require
 from runs.ticket_forms import edit_fields
 
+# What each partial of the run page reads: a live refresh of the header need not read the
+# timeline and the transcript too.
+PARTIAL_SECTIONS = {
+    "run_header": frozenset({"header"}),
+    "run_tickets": frozenset({"tickets"}),
+    "run_transcript": frozenset({"transcript"}),
+    "run_timeline": frozenset({"timeline"}),
+}
 
-def _context(request: HttpRequest, run_id: Any) -> dict[str, Any]:
-    detail = selectors.run_detail(run_id)
+
+def seq_param(request: HttpRequest, name: str) -> int | None:
+    """A `?before_seq=` / `?from_seq=` bound; anything but a positive integer is no bound."""
+    raw = request.GET.get(name, "")
+    if not raw.isdigit() or len(raw) > 18:
+        return None
+    value = int(raw)
+    return value if value > 0 else None
+
+
+def _context(
+    request: HttpRequest,
+    run_id: Any,
+    sections: frozenset[str] = selectors.RUN_SECTIONS,
+    *,
+    events_before: int | None = None,
+    messages_before: int | None = None,
+    messages_from: int | None = None,
+) -> dict[str, Any]:
+    detail = selectors.run_detail(
+        run_id,
+        sections=sections,
+        events_before=events_before,
+        messages_before=messages_before,
+        messages_from=messages_from,
+    )
     if detail is None:
         raise Http404("no such run")
     for ticket in detail.open_tickets:
@@ -35,5 +68,30 @@ def run_page(request: HttpRequest, run_id: Any) -> HttpResponse:
 
 @require(VIEW, "view runs")
 def run_partial(request: HttpRequest, run_id: Any, template: str) -> HttpResponse:
-    """One panel of the run page (header, tickets, transcript, timeline), re-fetched live."""
-    return render(request, f"runs/partials/{template}.html", _context(request, run_id))
+    """One panel of the run page (header, tickets, transcript, timeline), re-fetched live.
+    The timeline and the transcript take `?before_seq=` (the page before the first row
+    shown, for "show earlier"); the transcript also `?from_seq=`, which the run page sets
+    to its first message so a live refresh keeps every message the page had."""
+    before = seq_param(request, "before_seq")
+    context = _context(
+        request,
+        run_id,
+        PARTIAL_SECTIONS[template],
+        events_before=before if template == "run_timeline" else None,
+        messages_before=before if template == "run_transcript" else None,
+        messages_from=seq_param(request, "from_seq") if template == "run_transcript" else None,
+    )
+    return render(request, f"runs/partials/{template}.html", context)
+
+
+@require(VIEW, "view threads")
+def thread_messages(request: HttpRequest, thread_id: Any) -> HttpResponse:
+    """An earlier page of the thread page's transcript (`?before_seq=`)."""
+    window = selectors.thread_messages_page(thread_id, before_seq=seq_param(request, "before_seq"))
+    if window is None:
+        raise Http404("no such thread")
+    return render(
+        request,
+        "runs/partials/thread_messages.html",
+        {"thread_id": thread_id, "thread_messages": window},
+    )

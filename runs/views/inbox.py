@@ -25,7 +25,7 @@ from runs.templatetags.runs_extras import short_id
 from runs.views.actions import actor_for
 
 BULK_ACTIONS = {"approve": "approved", "reject": "rejected"}
-MAX_BULK = 500  # as many as the inbox lists
+MAX_BULK = 500
 RESPOND_ONLY = ToolCallResumeMode.USE_DECISION_AS_TOOL_RESULT.value
 
 
@@ -91,27 +91,19 @@ def _is_htmx(request: HttpRequest) -> bool:
     return request.headers.get("HX-Request") == "true"
 
 
-def _filter_options() -> tuple[list[str], list[str]]:
-    """Agents and tools that have pending tickets (one query, whatever the filters)."""
-    pairs = (
-        Ticket.objects.for_operators()
-        .values_list("run__agent__slug", "tool_name")
-        .order_by()  # no default ordering column in the DISTINCT
-        .distinct()
-    )
-    agents: set[str] = set()
-    tools: set[str] = set()
-    for agent, tool in pairs:
-        agents.add(agent)
-        tools.add(tool)
-    return sorted(agents), sorted(tools)
+INBOX_PAGE = 100
 
 
 def _list_context(request: HttpRequest, filters: InboxFilters) -> dict[str, Any]:
-    tickets = selectors.inbox_tickets(agent=filters.agent, tool=filters.tool)
+    cursor = request.GET.get("cursor") or None
+    page = selectors.inbox_tickets(
+        agent=filters.agent, tool=filters.tool, cursor=cursor, size=INBOX_PAGE
+    )
     return {
-        "tickets": tickets,
-        "truncated": len(tickets) >= 500,
+        "tickets": page.items,
+        "next_cursor": page.next_cursor,
+        "first_page": cursor is None,
+        "waiting": selectors.inbox_count(agent=filters.agent, tool=filters.tool),
         "filters": filters,
         "can": capabilities(request.user),
         "respond_only": RESPOND_ONLY,
@@ -120,7 +112,7 @@ def _list_context(request: HttpRequest, filters: InboxFilters) -> dict[str, Any]
 
 
 def _page_context(request: HttpRequest, filters: InboxFilters) -> dict[str, Any]:
-    agents, tools = _filter_options()
+    agents, tools = selectors.inbox_filter_options()
     # keep a filter value the options no longer hold (its last ticket was just decided)
     if filters.agent and filters.agent not in agents:
         agents.append(filters.agent)

@@ -214,7 +214,7 @@ def test_the_remote_question_shows_escaped_on_the_run_page_and_in_the_inbox(
 
     run = drive(run_start(agent=remote_agent(server), messages="ask Your <b>PIN</b>?"))
     ticket = Ticket.objects.get(run=run)
-    assert ticket in inbox_tickets()
+    assert ticket in inbox_tickets().items
     client.force_login(user_with_role("operator", "olga"))
     page = client.get(reverse("runs:run-detail", args=[run.pk])).content.decode()
     assert "Your &lt;b&gt;PIN&lt;/b&gt;?" in page and "<b>PIN</b>" not in page

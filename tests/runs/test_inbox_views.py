@@ -4,6 +4,7 @@ the server, the bulk confirmation step, partial failures and escaping."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from runs.services.audit import Actor
 from runs.services.runs import run_start
 from runs.services.tickets import decision_submit
 from runs.templatetags.runs_extras import short_id
+from runs.views.inbox import INBOX_PAGE
 from tests.factories import call, scripted_agent
 from tests.runs.helpers import drive
 
@@ -99,8 +101,22 @@ def test_page_and_list_query_counts_do_not_grow_with_tickets(operator):
     waiting_tickets(190, agent)
     page_large, html = count_queries(operator, reverse("runs:inbox"))
     list_large, fragment = count_queries(operator, reverse("runs:inbox-list"))
-    assert html.count('id="ticket-row-') == fragment.count('id="ticket-row-') == 200
+    assert html.count('id="ticket-row-') == fragment.count('id="ticket-row-') == INBOX_PAGE
+    assert "200 waiting" in html
     assert (page_large, list_large) == (page_small, list_small)
+
+
+def test_the_inbox_pages_through_every_pending_ticket(operator):
+    agent = asking_agent()
+    created = waiting_tickets(INBOX_PAGE + 5, agent)
+    seen: list[str] = []
+    url = reverse("runs:inbox")
+    while url:
+        html = operator.get(url).content.decode()
+        seen += re.findall(r'id="ticket-row-([0-9a-f-]+)"', html)
+        found = re.search(r'href="([^"]*cursor=[^"]+)">Newer tickets', html)
+        url = found.group(1).replace("&amp;", "&") if found else ""
+    assert seen == [str(t.pk) for t in created]
 
 
 def test_page_lists_pending_tickets_oldest_first_with_their_details(operator):
