@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import datetime as dt
+from typing import Any
+
 from celery import shared_task
+from django.conf import settings
 
 from agents.endpoints import run_abort_remote
 from runs.services.execution import run_advance, runs_sweep
+from runs.services.retention import prune_runs
+
+# One retention tick stops starting batches after this long; the next tick continues.
+# Well under the broker's visibility timeout, and a worker slot is not held for hours.
+PRUNE_BUDGET_SECONDS = 300.0
 
 
 @shared_task(name="runs.advance_run", acks_late=True, ignore_result=True)
@@ -22,3 +31,14 @@ def sweep() -> dict[str, int]:
 def abort_remote(run_id: str) -> str | None:
     """Cancel the remote (A2A) task of a run that ended outside a worker."""
     return run_abort_remote(run_id=run_id)
+
+
+@shared_task(name="runs.prune_old_runs", ignore_result=True)
+def prune_old_runs() -> dict[str, Any] | None:
+    """Daily retention (beat): remove the run trees finished more than
+    AWAKEN_RETENTION_DAYS days ago; does nothing while that setting is 0."""
+    days = settings.AWAKEN_RETENTION_DAYS
+    if days <= 0:
+        return None
+    result = prune_runs(older_than=dt.timedelta(days=days), max_seconds=PRUNE_BUDGET_SECONDS)
+    return result.counts()
