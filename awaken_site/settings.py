@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import dj_database_url
+from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 
 from .env import env_bool, env_float, env_int, env_list, env_str
@@ -126,6 +127,9 @@ if REDIS_URL:
     # raced it and an idle consumer died with TimeoutError, closing its websocket with
     # 1011 about every 5 s. The read timeout must stay above the blocking pop; keepalive
     # and the idle-connection PING (health_check_interval) notice dead connections.
+    # Members of a group are whole processes (runs/fanout.py), which add themselves
+    # again every quarter of group_expiry: a process that died without leaving stops
+    # being sent to within group_expiry, while live members never expire.
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
@@ -140,7 +144,7 @@ if REDIS_URL:
                     }
                 ],
                 "capacity": 500,
-                "group_expiry": 3600,
+                "group_expiry": 300,
             },
         }
     }
@@ -183,8 +187,15 @@ AWAKEN_EMBEDDED_WORKER = env_bool(
 AWAKEN_LEASE_SECONDS = env_float("AWAKEN_LEASE_SECONDS", 30.0, minimum=1.0)
 AWAKEN_SWEEP_SECONDS = env_float("AWAKEN_SWEEP_SECONDS", 5.0, minimum=0.1)
 AWAKEN_MAX_ATTEMPTS = env_int("AWAKEN_MAX_ATTEMPTS", 5, minimum=1)
-# Distributed mode: `celery beat` runs the sweep (the embedded default runs it in a thread).
-CELERY_BEAT_SCHEDULE = {"runs-sweep": {"task": "runs.sweep", "schedule": AWAKEN_SWEEP_SECONDS}}
+# Retention: run trees finished more than this many days ago are deleted daily by the
+# beat task `runs.prune_old_runs` (docs/retention.md); 0 keeps everything.
+AWAKEN_RETENTION_DAYS = env_int("AWAKEN_RETENTION_DAYS", 0, minimum=0)
+# Distributed mode: `celery beat` runs the sweep (the embedded default runs it in a thread)
+# and, daily at 03:17 UTC, retention (which does nothing while AWAKEN_RETENTION_DAYS is 0).
+CELERY_BEAT_SCHEDULE = {
+    "runs-sweep": {"task": "runs.sweep", "schedule": AWAKEN_SWEEP_SECONDS},
+    "runs-prune": {"task": "runs.prune_old_runs", "schedule": crontab(hour=3, minute=17)},
+}
 AWAKEN_HTTP_GET_ALLOW_PRIVATE = env_bool("AWAKEN_HTTP_GET_ALLOW_PRIVATE", False)
 AWAKEN_HTTP_GET_TIMEOUT = env_float("AWAKEN_HTTP_GET_TIMEOUT", 10.0, minimum=0.1)
 AWAKEN_HTTP_GET_MAX_BYTES = env_int("AWAKEN_HTTP_GET_MAX_BYTES", 200_000, minimum=1)
@@ -272,6 +283,9 @@ import re  # noqa: E402
 # A verified API token is reused for this long per process without a database query:
 # revoking it (or deactivating its user) elsewhere takes effect within it. 0 disables.
 AWAKEN_TOKEN_CACHE_SECONDS = env_float("AWAKEN_TOKEN_CACHE_SECONDS", 5.0, minimum=0.0)
+# The dashboard's live figures are computed at most once per this many seconds per
+# process, however many dashboards are open (each refreshes when runs change). 0: always.
+AWAKEN_DASHBOARD_CACHE_SECONDS = env_float("AWAKEN_DASHBOARD_CACHE_SECONDS", 2.0, minimum=0.0)
 API_THROTTLE_RATE = env_str("API_THROTTLE_RATE", "600/min")
 if not re.fullmatch(r"\d+/(s|sec|m|min|h|hour|d|day)", API_THROTTLE_RATE):
     raise ImproperlyConfigured(
