@@ -408,13 +408,8 @@ def dashboard(now: dt.datetime | None = None) -> Dashboard:
     now = now or timezone.now()
     by_status = {status: 0 for status in Run.Status.values}
     by_reason: dict[str, int] = {}
-    open_runs = (
-        Run.objects.exclude(status=Run.Status.DONE)
-        .values_list("status", "status_reason")
-        .annotate(n=Count("pk"))
-        .order_by()
-    )
-    for status, status_reason, count in open_runs:
+    open_runs = open_run_counts()
+    for status, status_reason, _, count in open_runs:
         by_status[status] += count
         if status == Run.Status.WAITING:
             reason = waiting_reason_from_status_reason(status_reason or None).value
@@ -440,7 +435,19 @@ def dashboard(now: dt.datetime | None = None) -> Dashboard:
         recent_failures=failures,
         hourly=_hourly(now),
         wait_buckets=waits,
-        health=dependency_health(now),
+        health=dependency_health(now, open_runs),
+    )
+
+
+def open_run_counts() -> list[tuple[str, str, int, int]]:
+    """(status, status_reason, agent_version_id, count) of the runs not done: an
+    index-only scan of the partial index `run_open_idx` (COUNT(*): counting ids would
+    read the table)."""
+    return list(
+        Run.objects.exclude(status=Run.Status.DONE)
+        .values_list("status", "status_reason", "agent_version_id")
+        .annotate(n=Count("*"))
+        .order_by()
     )
 
 
@@ -467,11 +474,12 @@ class HealthRow:
     failed_query: str = ""
 
 
-def dependency_health(now: dt.datetime) -> list[HealthRow]:
+def dependency_health(
+    now: dt.datetime, open_runs: list[tuple[str, str, int, int]] | None = None
+) -> list[HealthRow]:
     """Five queries whatever the number of runs: providers, endpoints, the model → provider
-    map, the runs grouped by pinned version and status (those running or waiting, over
-    the partial index, and the errors of the last day, over the reason index), and those
-    versions' specs."""
+    map, the errors of the last day by pinned version (over the reason index), and those
+    versions' specs; the runs running or waiting come from `open_run_counts()`."""
     fields = ("pk", "slug", "name", "health", "health_error", "health_checked_at")
     providers = list(ModelProvider.objects.only(*fields).order_by("slug")[:HEALTH_ROWS_MAX])
     endpoints = list(RemoteEndpoint.objects.only(*fields).order_by("slug")[:HEALTH_ROWS_MAX])
@@ -494,19 +502,17 @@ def dependency_health(now: dt.datetime) -> list[HealthRow]:
     provider_of_model = dict(
         Model.objects.filter(provider__in=providers).values_list("slug", "provider__slug")
     )
-    live = (
-        Run.objects.filter(status__in=[Run.Status.RUNNING, Run.Status.WAITING])
-        .values_list("agent_version_id", "status")
-        .annotate(n=Count("pk"))
-        .order_by()
-    )
-    failed = (
+    counts = [
+        (version, status, n)
+        for status, _, version, n in (open_runs if open_runs is not None else open_run_counts())
+        if status in (Run.Status.RUNNING, Run.Status.WAITING)
+    ]
+    counts += (
         Run.objects.filter(status_reason="error", created_at__gte=since)
         .values_list("agent_version_id", "status")
-        .annotate(n=Count("pk"))
+        .annotate(n=Count("*"))
         .order_by()
     )
-    counts = list(live.union(failed, all=True))
     specs = dict(
         AgentVersion.objects.filter(pk__in={version for version, _, _ in counts}).values_list(
             "pk", "spec"

@@ -13,9 +13,20 @@ SEARCH_INDEXES = [
 ]
 
 
-def search_indexes(apps, schema_editor):
+# A run's status_reason depends on its status ("suspended" only while waiting): without
+# statistics on the pair, the planner multiplies their selectivities and expects 50
+# times too few waiting runs for a waiting-reason filter, then joins them all before
+# sorting instead of reading the (status, created_at, id) index in order.
+STATUS_STATISTICS = (
+    "CREATE STATISTICS IF NOT EXISTS run_status_reason_stats (dependencies, mcv) "
+    "ON status, status_reason FROM runs_run"
+)
+
+
+def postgres_only(apps, schema_editor):
     if schema_editor.connection.vendor != "postgresql":
         return
+    schema_editor.execute(STATUS_STATISTICS)
     schema_editor.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
     for name, table, column in SEARCH_INDEXES:
         schema_editor.execute(
@@ -24,11 +35,12 @@ def search_indexes(apps, schema_editor):
         )
 
 
-def drop_search_indexes(apps, schema_editor):
+def drop_postgres_only(apps, schema_editor):
     if schema_editor.connection.vendor != "postgresql":
         return
     for name, _, _ in SEARCH_INDEXES:
         schema_editor.execute(f"DROP INDEX IF EXISTS {name}")
+    schema_editor.execute("DROP STATISTICS IF EXISTS run_status_reason_stats")
 
 
 def backfill_counters(apps, schema_editor):
@@ -185,6 +197,6 @@ class Migration(migrations.Migration):
             index=models.Index(condition=models.Q(('status', 'done'), _negated=True), fields=['status', 'status_reason', 'agent_version'], name='run_open_idx'),
         ),
     
-        migrations.RunPython(search_indexes, drop_search_indexes),
+        migrations.RunPython(postgres_only, drop_postgres_only),
         migrations.RunPython(backfill_counters, migrations.RunPython.noop),
     ]
