@@ -1,25 +1,37 @@
-"""Websocket stream of one run's events: `ws/runs/<id>/?after_seq=N`.
+"""Websocket streams: one run's events at `ws/runs/<id>/?after_seq=N`, and list-level
+changes at `ws/dashboard/`.
 
-Subscribe first, then replay what the database has after N, say `ready`, then forward
-live frames,
-dropping any seq already sent. The channel layer drops messages for slow consumers, so a
-frame that skips ahead triggers a backfill from the database before it is forwarded.
+Broadcasts reach a socket through its process's hub (runs/fanout.py), which is the
+group's one member for all the sockets of that process and renders each event row once;
+a socket needs no channel of its own. A run stream subscribes first, then replays what
+the database has after N, says `ready`, then forwards what the hub hands it, in seq
+order, each seq once. What arrives while it reads the log is held and sent after it
+(minus what the log already gave). The layer drops messages (slow consumers, a Redis
+restart), so a frame that skips ahead makes the socket read the log again before it
+goes on.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from typing import Any
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from channels.layers import get_channel_layer
 
+from runs import fanout
 from runs.models import Run, RunEvent
 from runs.realtime import DASHBOARD_GROUP, render_event_row, run_group
+
+logger = logging.getLogger(__name__)
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
+CLOSE_INTERNAL_ERROR = 1011
 BACKFILL_BATCH = 500
 
 
@@ -49,12 +61,27 @@ async def refuse_actions(consumer: AsyncJsonWebsocketConsumer) -> None:
     )
 
 
-class RunStreamConsumer(AsyncJsonWebsocketConsumer):
+def _hub() -> fanout.Hub | None:
+    layer = get_channel_layer()
+    return None if layer is None else fanout.hub_for(layer)
+
+
+class RunStreamConsumer(fanout.Follower, AsyncJsonWebsocketConsumer):
+    # No channel of its own (an unknown alias gives no layer): the hub delivers.
+    channel_layer_alias = None
+
     run_id: str
-    last_sent: int
+    last_sent = 0
     group: str | None = None
+    hub: fanout.Hub | None = None
+    # True while the socket reads the log (replay, a gap, a resync): the hub's frames
+    # wait in `held` meanwhile, so that only one task sends to the socket at a time.
+    syncing = True
+    needs_log = False
+    catching_up: asyncio.Task[None] | None = None
 
     async def connect(self) -> None:
+        self.held: list[dict[str, Any]] = []
         await self.accept()
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
@@ -73,16 +100,82 @@ class RunStreamConsumer(AsyncJsonWebsocketConsumer):
         except ValueError:
             self.last_sent = 0
         self.group = run_group(self.run_id)
-        await self.channel_layer.group_add(self.group, self.channel_name)
-        await self._backfill()
-        await self.send_json({"type": "ready", "last_seq": self.last_sent})
+        self.hub = _hub()
+        if self.hub is not None:
+            await self.hub.subscribe(self.group, self)  # before reading the log
+        try:
+            await self._backfill()
+            await self.send_json({"type": "ready", "last_seq": self.last_sent})
+            await self._catch_up()  # what the hub held while the log was read
+        except BaseException:  # the socket dies with 1011 and gets no disconnect call
+            await self.disconnect(CLOSE_INTERNAL_ERROR)
+            raise
 
     async def disconnect(self, code: int) -> None:
-        if self.group is not None:
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+        if self.hub is not None and self.group is not None:
+            self.hub.unsubscribe(self.group, self)
+        if self.catching_up is not None:
+            self.catching_up.cancel()
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         await refuse_actions(self)
+
+    # from the hub --------------------------------------------------------------------------
+
+    async def on_events(self, batch: fanout.EventBatch) -> None:
+        if self.syncing:
+            self.held.extend(batch.frames)
+            return
+        if batch.continues(self.last_sent):  # the usual case: the text shared by all
+            await self.send(text_data=batch.text())
+            self.last_sent = batch.last_seq
+            return
+        frames, hole = fanout.following(batch.frames, self.last_sent)
+        if frames:
+            await self.send(text_data=batch.text(frames))
+            self.last_sent = int(frames[-1]["seq"])
+        if hole:  # the layer dropped something: the log fills the gap
+            self._start_catch_up()
+
+    async def on_text(self, text: str) -> None:
+        await self.send(text_data=text)  # a live token delta
+
+    def on_resync(self) -> None:
+        if self.syncing:
+            self.needs_log = True  # the running catch-up reads the log once more
+        else:
+            self._start_catch_up()
+
+    # reading the log ----------------------------------------------------------------------
+
+    def _start_catch_up(self) -> None:
+        self.syncing = True
+        self.needs_log = True
+        self.catching_up = asyncio.create_task(self._catch_up_or_close())
+
+    async def _catch_up_or_close(self) -> None:
+        try:
+            await self._catch_up()
+        except Exception:
+            logger.warning("run %s: reading the log failed; closing", self.run_id, exc_info=True)
+            await self.close(code=CLOSE_INTERNAL_ERROR)  # the page reconnects from its seq
+
+    async def _catch_up(self) -> None:
+        """Send what the log (when `needs_log`) and the held frames have after
+        `last_sent`, in order; then hand the socket back to the hub."""
+        while True:
+            if self.needs_log:
+                self.needs_log = False
+                await self._backfill()
+            held, self.held = fanout.in_order(self.held), []
+            if not held and not self.needs_log:
+                break  # nothing awaited since the check: no frame can slip in unsent
+            frames, hole = fanout.following(held, self.last_sent)
+            for frame in frames:
+                await self._send_frame(frame)
+            if hole:
+                self.needs_log = True
+        self.syncing = False
 
     async def _backfill(self) -> None:
         while True:
@@ -93,27 +186,15 @@ class RunStreamConsumer(AsyncJsonWebsocketConsumer):
                 return
 
     async def _send_frame(self, frame: dict[str, Any]) -> None:
-        await self.send_json({"type": "event", "event": frame, "html": render_event_row(frame)})
-        self.last_sent = frame["seq"]
-
-    async def run_events(self, message: dict[str, Any]) -> None:
-        for frame in message["events"]:
-            seq = frame["seq"]
-            if seq <= self.last_sent:
-                continue
-            if seq > self.last_sent + 1:
-                await self._backfill()  # the layer dropped something: the log fills the gap
-                continue
-            await self._send_frame(frame)
-
-    async def run_live(self, message: dict[str, Any]) -> None:
-        await self.send_json({"type": "live", "event": message["event"]})
+        await self.send(text_data=fanout.frame_text([frame], render_event_row))
+        self.last_sent = int(frame["seq"])
 
 
-class DashboardConsumer(AsyncJsonWebsocketConsumer):
+class DashboardConsumer(fanout.Follower, AsyncJsonWebsocketConsumer):
     """List-level changes: which run changed, for dashboards, lists and the inbox."""
 
-    joined = False
+    channel_layer_alias = None  # the hub delivers (see RunStreamConsumer)
+    hub: fanout.Hub | None = None
 
     async def connect(self) -> None:
         await self.accept()
@@ -124,16 +205,17 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):
         if not await database_sync_to_async(user.has_perm)("runs.view_run"):
             await self.close(code=CLOSE_FORBIDDEN)
             return
-        await self.channel_layer.group_add(DASHBOARD_GROUP, self.channel_name)
-        self.joined = True
+        self.hub = _hub()
+        if self.hub is not None:
+            await self.hub.subscribe(DASHBOARD_GROUP, self)
         await self.send_json({"type": "ready"})
 
     async def disconnect(self, code: int) -> None:
-        if self.joined:
-            await self.channel_layer.group_discard(DASHBOARD_GROUP, self.channel_name)
+        if self.hub is not None:
+            self.hub.unsubscribe(DASHBOARD_GROUP, self)
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         await refuse_actions(self)
 
-    async def run_changed(self, message: dict[str, Any]) -> None:
-        await self.send_json({"type": "run", "run": message["run"]})
+    async def on_text(self, text: str) -> None:
+        await self.send(text_data=text)

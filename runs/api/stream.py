@@ -2,12 +2,13 @@
 
 The durable event log (gap-free per-run seq, committed with the checkpoint it
 describes) is the truth; the channel layer says when there is something new. Under ASGI
-the stream joins the run's group, then reads the log once (everything after the
-client's seq), and from then on forwards the frames each commit broadcasts, reading the
-log again only to fill a gap (a frame that skips a seq: the layer drops messages for
-slow consumers and loses them when Redis restarts) and, as a safety net for a lost last
-message, when the run has been quiet for RECHECK_SECONDS. Under WSGI (no event loop to
-wait on the layer) it polls the log every POLL_SECONDS.
+the stream joins the run's group (through the process's hub, runs/fanout.py), then
+reads the log once (everything after the client's seq), and from then on forwards the
+frames each commit broadcasts, reading the log again only to fill a gap (a frame that
+skips a seq: the layer drops messages for slow consumers and loses them when Redis
+restarts; the hub also says when it had to join again) and, as a safety net for a lost
+last message, when the run has been quiet for RECHECK_SECONDS. Under WSGI (no event
+loop to wait on the layer) it polls the log every POLL_SECONDS.
 
 Each event is one SSE message with `id: <seq>`; a client resumes with `Last-Event-ID`
 (or `?after_seq=`) and gets every later event exactly once. Comments keep idle
@@ -19,7 +20,6 @@ and all its events were sent, or after MAX_STREAM_SECONDS (reconnect to go on).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import time
@@ -38,6 +38,7 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from runs import fanout
 from runs import permissions as perms
 from runs.models import Run, RunEvent
 from runs.realtime import run_group
@@ -159,36 +160,35 @@ class EventStream:
         thread-sensitive executor. Without a working layer (none configured, Redis
         away) the stream polls the log instead, and the client notices nothing."""
         layer = get_channel_layer()
-        channel = await self._subscribe(layer)
+        inbox = await self._subscribe(layer)
         try:
             yield self.opening()
-            if channel is not None:
-                async for chunk in self._pushed(layer, channel):
+            if inbox is not None:
+                async for chunk in self._pushed(layer, inbox):
                     yield chunk
             if not self.done:
                 async for chunk in self._polled():
                     yield chunk
         finally:
-            if channel is not None:
-                with contextlib.suppress(Exception):  # a hint: the layer may be away
-                    await layer.group_discard(run_group(self.run_id), channel)
+            if inbox is not None:
+                inbox.close()
             await sync_to_async(_release_connection)()
 
-    async def _subscribe(self, layer: Any) -> str | None:
-        """Join the run's group before the first read, so no commit falls in between."""
+    async def _subscribe(self, layer: Any) -> fanout.Inbox | None:
+        """Follow the run's group before the first read, so no commit falls in between.
+        The process's hub (runs/fanout.py) is the group's one member for all the streams
+        and sockets of the run in this process."""
         if layer is None:
             return None
-        try:
-            channel = str(await layer.new_channel())
-            await layer.group_add(run_group(self.run_id), channel)
-        except Exception:
-            logger.warning("run %s: channel layer unavailable; polling", self.run_id, exc_info=True)
+        inbox = fanout.Inbox(fanout.hub_for(layer), run_group(self.run_id))
+        if not await inbox.open():
+            logger.warning("run %s: channel layer unavailable; polling", self.run_id)
             return None
-        return channel
+        return inbox
 
-    async def _pushed(self, layer: Any, channel: str) -> AsyncIterator[bytes]:
-        """Forward broadcast frames; read the log on a gap and after a quiet while.
-        Returns early (the caller polls on) if the layer fails."""
+    async def _pushed(self, layer: Any, inbox: fanout.Inbox) -> AsyncIterator[bytes]:
+        """Forward broadcast frames; read the log on a gap, after a quiet while, and
+        when the hub says some may have been lost."""
         recheck = (
             RECHECK_SECONDS_IN_MEMORY
             if isinstance(layer, InMemoryChannelLayer)
@@ -203,15 +203,13 @@ class EventStream:
                 return
             wait = max(0.0, min(recheck, self.until_heartbeat(), MAX_STREAM_SECONDS - self.age()))
             try:
-                message = await asyncio.wait_for(layer.receive(channel), wait)
+                frames = await asyncio.wait_for(inbox.get(), wait)
             except TimeoutError:
                 chunks = await poll()  # quiet for a while: was a message lost?
                 continue
-            except Exception:
-                logger.warning("run %s: channel layer failed; polling", self.run_id, exc_info=True)
-                return
-            frames = message.get("events") if message.get("type") == "run.events" else None
-            if not frames:
+            if frames is None:  # the layer failed meanwhile: the log has what it lost
+                chunks = await poll()
+            elif not frames:
                 chunks = []
             elif self.follows(frames):
                 chunks = self.forward(frames)

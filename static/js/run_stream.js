@@ -1,10 +1,12 @@
 /* Live updates over websockets. One module, two uses:
  *  - a run page (#run-page): ws/runs/<id>/?after_seq=N replays persisted events after N
  *    (the page rendered 1..N) then streams live; rows arrive as server-rendered, escaped
- *    HTML; duplicates (seq <= last) are dropped; reconnects with jittered backoff from the
+ *    HTML, one per `event` frame or several in one `events` frame when the run is busy;
+ *    duplicates (seq <= last) are dropped; reconnects with jittered backoff from the
  *    last seq; token deltas are shown with textContent only.
  *  - list pages ([data-live]): ws/dashboard/ says which run changed; the page refetches
- *    that run's row (the same partial the page rendered) or its panels.
+ *    that run's row (the same partial the page rendered) and, at most once per
+ *    PANEL_REFRESH_MS, its panels (the dashboard's figures).
  */
 (function () {
   "use strict";
@@ -44,6 +46,26 @@
     return function () { clearTimeout(timer); timer = setTimeout(fn, ms); };
   }
 
+  // At most one call per `ms`, never sooner than `delay` (plus up to `jitter`) after the
+  // first request, so a burst of changes becomes one call, and always one after the last
+  // request, so the last change is shown. A debounce would never fire while changes keep
+  // coming. The jitter spreads the tabs that all heard the same change at once.
+  function throttle(fn, ms, delay, jitter) {
+    let last = -Infinity;
+    let timer = null;
+    return function () {
+      if (timer !== null) { return; }  // the call already planned will show this change
+      const wait = Math.max(delay + Math.random() * jitter, last + ms - Date.now());
+      timer = setTimeout(function () { timer = null; last = Date.now(); fn(); }, wait);
+    };
+  }
+
+  // Every open dashboard refetches its figures on changes: with many tabs and busy runs
+  // that was one request per change per tab.
+  const PANEL_REFRESH_MS = 2500;
+  const PANEL_REFRESH_DELAY_MS = 400;
+  const PANEL_REFRESH_JITTER_MS = 1000;
+
   // Each panel is its own request source: htmx.ajax without one uses <body>, and htmx
   // keeps only the last request queued behind an in-flight one per source, so refreshing
   // several panels at once would silently drop all but the first and the last.
@@ -76,9 +98,10 @@
       live.textContent = "";
     }, 150);
 
+    // false on a hole: the socket is closed, and the reconnect replays from lastSeq
     function onEvent(frame, html, socket) {
-      if (frame.seq <= lastSeq) { return; }
-      if (frame.seq > lastSeq + 1) { socket.close(); return; }  // a hole: reconnect replays it
+      if (frame.seq <= lastSeq) { return true; }
+      if (frame.seq > lastSeq + 1) { socket.close(); return false; }
       lastSeq = frame.seq;
       page.dataset.afterSeq = String(lastSeq);
       const empty = document.getElementById("no-events");
@@ -87,12 +110,18 @@
       timeline.scrollTop = timeline.scrollHeight;
       if (TICKET_EVENTS.has(frame.event_type)) { ticketsDue = true; }
       if (PANEL_EVENTS.has(frame.event_type)) { refreshPanels(); }
+      return true;
     }
 
     keepAlive(
       function () { return "/ws/runs/" + page.dataset.runId + "/?after_seq=" + lastSeq; },
       function (message, socket) {
         if (message.type === "event") { onEvent(message.event, message.html, socket); }
+        else if (message.type === "events") {
+          for (let i = 0; i < message.events.length; i++) {
+            if (!onEvent(message.events[i].event, message.events[i].html, socket)) { break; }
+          }
+        }
         else if (message.type === "live" && message.event.event_type === "text_delta") {
           live.textContent += message.event.delta;
         }
@@ -102,7 +131,7 @@
   }
 
   function livePage(root) {
-    const refreshAll = debounce(function () {
+    const refreshPanels = throttle(function () {
       root.querySelectorAll("[data-refresh-url]").forEach(function (panel) {
         const checked = Array.from(panel.querySelectorAll("input[type=checkbox]:checked")).map(function (box) { return box.value; });
         window.htmx.ajax("GET", panel.dataset.refreshUrl, { source: panel, target: panel, swap: "innerHTML" }).then(function () {
@@ -113,7 +142,17 @@
           panel.dispatchEvent(new CustomEvent("awaken:refreshed", { bubbles: true }));
         });
       });
-    }, 400);
+    }, PANEL_REFRESH_MS, PANEL_REFRESH_DELAY_MS, PANEL_REFRESH_JITTER_MS);
+
+    // A tab in the background refetches nothing; it catches up once when shown again.
+    let missed = false;
+    function refreshAll() {
+      if (document.hidden) { missed = true; return; }
+      refreshPanels();
+    }
+    document.addEventListener("visibilitychange", function () {
+      if (!document.hidden && missed) { missed = false; refreshPanels(); }
+    });
 
     // Row refreshes are plain fetches applied to the row found when the answer arrives
     // (an htmx outerHTML swap queued behind another would land on the replaced row);

@@ -248,10 +248,11 @@ def test_a_browser_websocket_on_daphne_sees_every_event_of_a_worker_run_once(pro
         async with websockets.connect(url, additional_headers=headers) as socket:
             while True:
                 message = json.loads(await asyncio.wait_for(socket.recv(), timeout=30))
-                if message["type"] != "event":
-                    continue
-                frames.append(message["event"])
-                if message["event"]["event_type"] == "run_finish":
+                if message["type"] == "event":
+                    frames.append(message["event"])
+                elif message["type"] == "events":  # a commit of several, or a busy run
+                    frames += [item["event"] for item in message["events"]]
+                if frames and frames[-1]["event_type"] == "run_finish":
                     return frames
 
     frames = asyncio.run(watch())

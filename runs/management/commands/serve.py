@@ -1,13 +1,24 @@
 from __future__ import annotations
 
+import signal
+import socket
+import subprocess
+import sys
+import time
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
+
+RESTART_PAUSE_SECONDS = 1.0  # a child that keeps dying is restarted at most this often
+STOP_GRACE_SECONDS = 10.0
 
 
 class Command(BaseCommand):
-    help = "Serve the app with daphne; on the embedded default also run the worker and sweep."
+    help = (
+        "Serve the app with daphne; on the embedded default also run the worker and sweep. "
+        "With --processes N (distributed mode) N daphne processes share one listening socket."
+    )
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--host", default="127.0.0.1")
@@ -15,8 +26,36 @@ class Command(BaseCommand):
         parser.add_argument(
             "--no-worker", action="store_true", help="Do not start the in-process worker."
         )
+        parser.add_argument(
+            "--processes",
+            type=int,
+            default=1,
+            help="daphne processes accepting on the same socket (needs REDIS_URL; IPv4).",
+        )
 
-    def handle(self, *args: Any, host: str, port: int, no_worker: bool, **options: Any) -> None:
+    def handle(
+        self,
+        *args: Any,
+        host: str,
+        port: int,
+        no_worker: bool,
+        processes: int,
+        verbosity: int,
+        **options: Any,
+    ) -> None:
+        if processes < 1:
+            raise CommandError("--processes must be at least 1")
+        if processes > 1:
+            if not settings.REDIS_URL:
+                # the in-memory channel layer does not reach the other processes' sockets
+                raise CommandError("--processes > 1 needs the distributed mode: set REDIS_URL")
+            if settings.AWAKEN_EMBEDDED_WORKER and not no_worker:
+                raise CommandError(
+                    "--processes > 1 runs no embedded worker: run `celery worker` and pass "
+                    "--no-worker (or set AWAKEN_EMBEDDED_WORKER=false)"
+                )
+            self._serve_many(host, port, processes, verbosity)
+            return
         from channels.routing import get_default_application
         from daphne.endpoints import build_endpoint_description_strings
         from daphne.server import Server
@@ -32,3 +71,61 @@ class Command(BaseCommand):
             endpoints=build_endpoint_description_strings(host=host, port=port),
             verbosity=1,
         ).run()
+
+    def _serve_many(self, host: str, port: int, processes: int, verbosity: int) -> None:
+        """Bind the socket here and hand it to N `daphne --fd` children: the kernel
+        spreads the connections over them. This process only supervises: it restarts
+        a child that exits and stops them all on SIGTERM or SIGINT."""
+        listener = socket.create_server((host, port), backlog=2048)
+        listener.set_inheritable(True)
+        fd = listener.fileno()
+        command = [
+            sys.executable,
+            "-m",
+            "daphne",
+            "--fd",
+            str(fd),
+            "--verbosity",
+            str(verbosity),
+            "awaken_site.asgi:application",
+        ]
+
+        def start() -> subprocess.Popen[bytes]:
+            return subprocess.Popen(command, pass_fds=(fd,), cwd=settings.BASE_DIR)
+
+        stopping = False
+
+        def stop(signum: int, frame: Any) -> None:
+            nonlocal stopping
+            stopping = True
+
+        previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+        children = [start() for _ in range(processes)]
+        self.stdout.write(
+            f"serving on http://{host}:{port}/ with {processes} daphne processes "
+            f"({', '.join(str(child.pid) for child in children)})",
+        )
+        self.stdout.flush()
+        try:
+            while not stopping:
+                time.sleep(RESTART_PAUSE_SECONDS)
+                for index, child in enumerate(children):
+                    if child.poll() is not None and not stopping:
+                        self.stderr.write(
+                            f"daphne {child.pid} exited with {child.returncode}; restarting"
+                        )
+                        children[index] = start()
+        finally:
+            for child in children:
+                if child.poll() is None:
+                    child.terminate()
+            deadline = time.monotonic() + STOP_GRACE_SECONDS
+            for child in children:
+                try:
+                    child.wait(max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    child.kill()
+                    child.wait()
+            listener.close()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)

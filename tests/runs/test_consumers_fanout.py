@@ -1,0 +1,327 @@
+"""The per-process hub behind the websocket streams (runs/fanout.py): one group member
+and one render per broadcast for all the sockets of a run, batched frames when a run is
+busy, and channel-layer failures that are retried, logged and recovered from instead of
+reaching the sockets."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.db import database_sync_to_async
+from channels.layers import InMemoryChannelLayer
+from channels.routing import URLRouter
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth.models import Permission, User
+from django.utils import timezone
+
+from runs import consumers, fanout
+from runs.models import Run, RunEvent
+from runs.realtime import DASHBOARD_GROUP, run_group
+from runs.routing import websocket_urlpatterns
+from runs.services.runs import run_start
+from tests.factories import scripted_agent
+from tests.runs.helpers import drive
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class Layer(InMemoryChannelLayer):
+    """The in-memory layer, counting group calls (and how many run at once), failing the
+    first `fail_adds` group_adds and every group_discard when told, and failing a
+    receive that gets a `test.break` message (as a lost Redis connection does)."""
+
+    def __init__(self, fail_adds: int = 0, fail_discards: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.fail_adds = fail_adds
+        self.fail_discards = fail_discards
+        self.adds = self.discards = self.running = self.most_running = 0
+        self.add_delay = 0.0
+
+    async def group_add(self, group: str, channel: str) -> None:
+        self.adds += 1
+        self.running += 1
+        self.most_running = max(self.most_running, self.running)
+        try:
+            await asyncio.sleep(self.add_delay)
+            if self.fail_adds:
+                self.fail_adds -= 1
+                raise ConnectionError("Too many connections")
+            await super().group_add(group, channel)
+        finally:
+            self.running -= 1
+
+    async def group_discard(self, group: str, channel: str) -> None:
+        self.discards += 1
+        if self.fail_discards:
+            raise ConnectionError("Too many connections")
+        await super().group_discard(group, channel)
+
+    async def receive(self, channel: str) -> dict[str, Any]:
+        message = await super().receive(channel)
+        if message.get("type") == "test.break":
+            raise ConnectionError("Connection closed by server.")
+        return message
+
+
+@pytest.fixture
+def layer(monkeypatch: pytest.MonkeyPatch) -> Layer:
+    layer = Layer()
+    monkeypatch.setattr(consumers, "get_channel_layer", lambda: layer)
+    return layer
+
+
+def finished_run() -> Run:
+    return drive(run_start(agent=scripted_agent([{"text": "hello there"}]), messages="hi"))
+
+
+def viewer() -> User:
+    user = User.objects.create_user("viewer", password="x")
+    user.user_permissions.add(Permission.objects.get(codename="view_run"))
+    return User.objects.get(pk=user.pk)
+
+
+async def connect(path: str, user: User) -> WebsocketCommunicator:
+    """Connected and past the replay (the path asks for none)."""
+    communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), path)
+    communicator.scope["user"] = user
+    connected, _ = await communicator.connect()
+    assert connected
+    assert (await communicator.receive_json_from(timeout=2))["type"] == "ready"
+    return communicator
+
+
+def frame(run: Run, seq: int) -> dict[str, Any]:
+    return {"event_type": "step_end", "run_id": str(run.pk), "seq": seq, "created_at": "t"}
+
+
+def seqs_of(message: dict[str, Any]) -> list[int]:
+    if message["type"] == "event":
+        return [message["event"]["seq"]]
+    assert message["type"] == "events"
+    return [item["event"]["seq"] for item in message["events"]]
+
+
+async def until_left(layer: Layer, group: str) -> None:
+    for _ in range(100):
+        if not layer.groups.get(group):
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"still members of {group}: {layer.groups.get(group)}")
+
+
+def test_sockets_on_one_run_share_one_member_and_one_render_per_event(layer, monkeypatch):
+    run = finished_run()
+    user = viewer()
+    last = run.last_event_seq
+    renders: list[int] = []
+    real_render = fanout.render_event_row
+
+    def render(event: dict[str, Any]) -> str:
+        renders.append(event["seq"])
+        return real_render(event)
+
+    monkeypatch.setattr(fanout, "render_event_row", render)
+    group = run_group(run.pk)
+
+    async def scenario() -> None:
+        path = f"/ws/runs/{run.pk}/?after_seq={last}"
+        sockets = [await connect(path, user) for _ in range(3)]
+        assert len(layer.groups[group]) == 1 and layer.adds == 1
+        await layer.group_send(group, {"type": "run.events", "events": [frame(run, last + 1)]})
+        texts = [await socket.receive_from(timeout=2) for socket in sockets]
+        assert len(set(texts)) == 1  # the same frame, encoded once
+        message = json.loads(texts[0])
+        assert message["type"] == "event" and message["event"]["seq"] == last + 1
+        assert f'data-seq="{last + 1}"' in message["html"]
+        assert renders == [last + 1]  # rendered once for the three sockets
+        for socket in sockets[:2]:
+            await socket.disconnect()
+        assert len(layer.groups[group]) == 1  # the last socket still follows
+        await sockets[2].disconnect()
+        await until_left(layer, group)
+        assert layer.discards == 1
+
+    async_to_sync(scenario)()
+
+
+def test_a_busy_run_gets_batched_frames_and_a_quiet_one_single_frames_at_once(layer):
+    run = finished_run()
+    user = viewer()
+    last = run.last_event_seq
+    group = run_group(run.pk)
+
+    async def scenario() -> None:
+        socket = await connect(f"/ws/runs/{run.pk}/?after_seq={last}", user)
+        for seq in range(last + 1, last + 6):  # five commits a few ms apart
+            await layer.group_send(group, {"type": "run.events", "events": [frame(run, seq)]})
+            await asyncio.sleep(fanout.BATCH_SECONDS / 8)
+        messages, seqs = [], []
+        while len(seqs) < 5:
+            messages.append(await socket.receive_json_from(timeout=2))
+            seqs += seqs_of(messages[-1])
+        assert seqs == list(range(last + 1, last + 6))
+        assert len(messages) < 5 and messages[-1]["type"] == "events"
+        assert all(item["html"].startswith('<div class="ev"') for item in messages[-1]["events"])
+        await asyncio.sleep(fanout.BATCH_SECONDS * 3)  # quiet: the next one is not held
+        await layer.group_send(group, {"type": "run.events", "events": [frame(run, last + 6)]})
+        message = await socket.receive_json_from(timeout=2)
+        assert message["type"] == "event" and message["event"]["seq"] == last + 6
+        await socket.disconnect()
+
+    async_to_sync(scenario)()
+
+
+def test_a_failing_group_add_is_retried_and_a_failing_discard_only_logged(layer, caplog):
+    run = finished_run()
+    user = viewer()
+    last = run.last_event_seq
+    group = run_group(run.pk)
+    layer.fail_adds = 2
+    layer.fail_discards = True
+
+    async def scenario() -> None:
+        socket = await connect(f"/ws/runs/{run.pk}/?after_seq={last}", user)
+        assert layer.adds == 3 and len(layer.groups[group]) == 1
+        await layer.group_send(group, {"type": "run.events", "events": [frame(run, last + 1)]})
+        assert seqs_of(await socket.receive_json_from(timeout=2)) == [last + 1]
+        await socket.disconnect()
+        for _ in range(100):  # the discard's retries
+            if layer.discards == 1 + len(fanout.RETRY_DELAYS):
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)
+
+    with caplog.at_level(logging.WARNING, logger="runs.fanout"):
+        async_to_sync(scenario)()
+    assert layer.discards == 1 + len(fanout.RETRY_DELAYS)
+    assert [r.getMessage() for r in caplog.records if "group_discard" in r.getMessage()]
+
+
+def test_after_the_layer_fails_the_hub_joins_again_and_sockets_read_the_log(layer):
+    """A Redis restart: the connection drops, groups and queued messages are gone."""
+    run = finished_run()
+    user = viewer()
+    last = run.last_event_seq
+    group = run_group(run.pk)
+
+    def commit_unannounced(seq: int) -> None:
+        RunEvent.objects.create(
+            run=run,
+            seq=seq,
+            event_type="step_end",
+            payload={"event_type": "step_end"},
+            created_at=timezone.now(),
+        )
+
+    async def scenario() -> None:
+        socket = await connect(f"/ws/runs/{run.pk}/?after_seq={last}", user)
+        (member,) = layer.groups[group]
+        layer.groups.clear()
+        await layer.send(member, {"type": "test.break"})
+        await database_sync_to_async(commit_unannounced)(last + 1)  # its broadcast was lost
+        message = await socket.receive_json_from(timeout=5)
+        assert seqs_of(message) == [last + 1]  # read from the log once the hub joined again
+        assert len(layer.groups[group]) == 1
+        await layer.group_send(group, {"type": "run.events", "events": [frame(run, last + 2)]})
+        assert seqs_of(await socket.receive_json_from(timeout=2)) == [last + 2]
+        await socket.disconnect()
+
+    async_to_sync(scenario)()
+
+
+def test_live_memberships_are_renewed_before_the_layer_expires_them(monkeypatch):
+    layer = Layer(group_expiry=2)  # renewed every second
+    monkeypatch.setattr(consumers, "get_channel_layer", lambda: layer)
+    run = finished_run()
+    user = viewer()
+    last = run.last_event_seq
+
+    async def scenario() -> None:
+        socket = await connect(f"/ws/runs/{run.pk}/?after_seq={last}", user)
+        await asyncio.sleep(3.5)  # past group_expiry since the first group_add
+        await layer.group_send(
+            run_group(run.pk), {"type": "run.events", "events": [frame(run, last + 1)]}
+        )
+        assert seqs_of(await socket.receive_json_from(timeout=2)) == [last + 1]
+        await socket.disconnect()
+
+    async_to_sync(scenario)()
+    assert layer.adds >= 3
+
+
+def test_concurrent_group_calls_are_bounded_per_process():
+    layer = Layer()
+    layer.add_delay = 0.02
+
+    async def scenario() -> None:
+        hub = fanout.hub_for(layer)
+        followers = [fanout.Follower() for _ in range(40)]
+        joined = await asyncio.gather(
+            *(hub.subscribe(f"run.{index}", f) for index, f in enumerate(followers))
+        )
+        assert all(joined)
+        for index, follower in enumerate(followers):
+            hub.unsubscribe(f"run.{index}", follower)
+
+    async_to_sync(scenario)()
+    assert layer.adds == 40
+    assert layer.most_running == fanout.MAX_LAYER_CALLS
+
+
+def test_dashboard_sockets_share_one_member(layer):
+    user = viewer()
+
+    async def scenario() -> None:
+        sockets = [await connect("/ws/dashboard/", user) for _ in range(3)]
+        assert len(layer.groups[DASHBOARD_GROUP]) == 1
+        summary = {"id": "r1", "status": "done"}
+        await layer.group_send(DASHBOARD_GROUP, {"type": "run.changed", "run": summary})
+        for socket in sockets:
+            assert await socket.receive_json_from(timeout=2) == {"type": "run", "run": summary}
+        for socket in sockets:
+            await socket.disconnect()
+        await until_left(layer, DASHBOARD_GROUP)
+
+    async_to_sync(scenario)()
+
+
+def test_frames_held_during_the_replay_are_sent_after_it_once(layer, monkeypatch):
+    """A commit broadcast while a socket reads the log: it is in the replay or held, and
+    sent once, after `ready`."""
+    run = finished_run()
+    user = viewer()
+    last = run.last_event_seq
+    group = run_group(run.pk)
+    real_events_after = consumers._events_after
+
+    async def events_after(run_id: str, after: int) -> list[dict[str, Any]]:
+        frames = await real_events_after(run_id, after)
+        # broadcast while the replay is being read: the last replayed seq and the next
+        batch = [frame(run, last), frame(run, last + 1)]
+        await layer.group_send(group, {"type": "run.events", "events": batch})
+        await asyncio.sleep(fanout.BATCH_SECONDS * 2)
+        return frames
+
+    monkeypatch.setattr(consumers, "_events_after", events_after)
+
+    async def scenario() -> None:
+        communicator = WebsocketCommunicator(
+            URLRouter(websocket_urlpatterns), f"/ws/runs/{run.pk}/?after_seq={last - 1}"
+        )
+        communicator.scope["user"] = user
+        assert (await communicator.connect())[0]
+        assert seqs_of(await communicator.receive_json_from(timeout=2)) == [last]
+        assert await communicator.receive_json_from(timeout=2) == {
+            "type": "ready",
+            "last_seq": last,
+        }
+        assert seqs_of(await communicator.receive_json_from(timeout=2)) == [last + 1]
+        assert await communicator.receive_nothing(timeout=0.2)
+        await communicator.disconnect()
+
+    async_to_sync(scenario)()
