@@ -19,7 +19,7 @@ class EstimatedCountPaginator(Paginator):
 
     @cached_property
     def count(self) -> int:
-        queryset = self.object_list
+        queryset: Any = self.object_list
         connection = connections[queryset.db]
         if connection.vendor == "postgresql" and not queryset.query.where:
             with connection.cursor() as cursor:

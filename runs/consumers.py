@@ -14,7 +14,9 @@ goes on.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import weakref
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -190,11 +192,80 @@ class RunStreamConsumer(fanout.Follower, AsyncJsonWebsocketConsumer):
         self.last_sent = int(frame["seq"])
 
 
+# How often a process pushes the dashboard's figures while runs change.
+FIGURES_EVERY_SECONDS = 2.5
+
+
+@database_sync_to_async
+def _render_figures() -> str:
+    from django.template.loader import render_to_string
+
+    from runs.selectors import dashboard_cached
+
+    return render_to_string("runs/partials/dashboard_stats.html", {"dash": dashboard_cached()})
+
+
+class DashboardFigures(fanout.Follower):
+    """The dashboard's figures, pushed to the dashboard pages of this process: rendered
+    once per process at most every FIGURES_EVERY_SECONDS while runs change (and once after
+    the last change), so neither the database nor daphne does more work for a hundred
+    open dashboards than for one, and no tab fetches anything."""
+
+    def __init__(self, hub: fanout.Hub) -> None:
+        self.hub = hub
+        self.pages: set[DashboardConsumer] = set()
+        self.due = False
+        self.last = 0.0
+        self.task: asyncio.Task[None] | None = None
+
+    async def join(self, page: DashboardConsumer) -> None:
+        self.pages.add(page)
+        if len(self.pages) == 1:
+            await self.hub.subscribe(DASHBOARD_GROUP, self)
+
+    def leave(self, page: DashboardConsumer) -> None:
+        self.pages.discard(page)
+        if not self.pages:
+            self.hub.unsubscribe(DASHBOARD_GROUP, self)
+
+    async def on_text(self, text: str) -> None:
+        self.due = True
+        if self.task is None or self.task.done():
+            self.task = asyncio.ensure_future(self._push())
+
+    async def _push(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self.due and self.pages:
+            wait = self.last + FIGURES_EVERY_SECONDS - loop.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            self.due = False
+            self.last = loop.time()
+            try:
+                text = json.dumps({"type": "figures", "html": await _render_figures()})
+            except Exception:  # the next change tries again
+                logger.warning("rendering the dashboard's figures failed", exc_info=True)
+                continue
+            for page in list(self.pages):
+                await page.send(text_data=text)
+
+
+_figures: weakref.WeakKeyDictionary[fanout.Hub, DashboardFigures] = weakref.WeakKeyDictionary()
+
+
+def _figures_for(hub: fanout.Hub) -> DashboardFigures:
+    if hub not in _figures:
+        _figures[hub] = DashboardFigures(hub)
+    return _figures[hub]
+
+
 class DashboardConsumer(fanout.Follower, AsyncJsonWebsocketConsumer):
-    """List-level changes: which run changed, for dashboards, lists and the inbox."""
+    """List-level changes: which run changed, for dashboards, lists and the inbox; with
+    `?figures=1` (the dashboard page) also the dashboard's figures, pushed."""
 
     channel_layer_alias = None  # the hub delivers (see RunStreamConsumer)
     hub: fanout.Hub | None = None
+    figures: DashboardFigures | None = None
 
     async def connect(self) -> None:
         await self.accept()
@@ -208,11 +279,17 @@ class DashboardConsumer(fanout.Follower, AsyncJsonWebsocketConsumer):
         self.hub = _hub()
         if self.hub is not None:
             await self.hub.subscribe(DASHBOARD_GROUP, self)
+            query = parse_qs(self.scope.get("query_string", b"").decode())
+            if query.get("figures") == ["1"]:
+                self.figures = _figures_for(self.hub)
+                await self.figures.join(self)
         await self.send_json({"type": "ready"})
 
     async def disconnect(self, code: int) -> None:
         if self.hub is not None:
             self.hub.unsubscribe(DASHBOARD_GROUP, self)
+        if self.figures is not None:
+            self.figures.leave(self)
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         await refuse_actions(self)

@@ -9,6 +9,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
+from django.core.cache import cache
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Sum
 from django.utils import timezone
 from django.utils.http import urlencode
@@ -155,12 +157,14 @@ def run_list(*, filters: RunFilters, cursor: str | None = None, size: int = PAGE
         else:  # external_event: any other waiting reason
             for other in WAITING_REASON_FILTERS.values():
                 runs = runs.exclude(other)
-    if filters.agent:  # by id, so the planner sees one value of (agent, created_at, id)
-        runs = runs.filter(agent_id=_agent_id(filters.agent))
+    agent_id = _agent_id(filters.agent) if filters.agent else None
+    if agent_id is not None:  # by id, so the planner sees one value of (agent, created_at, id)
+        runs = runs.filter(agent_id=agent_id)
     if filters.thread:
         runs = runs.filter(thread_id=_uuid_or_none(filters.thread))
     if filters.provider or filters.endpoint:  # through the pinned versions' specs
-        runs = runs.filter(agent_version_id__in=_versions_using(filters.provider, filters.endpoint))
+        versions = _versions_using(filters.provider, filters.endpoint, agent_id)
+        runs = runs.filter(agent_version_id__in=versions)  # none: no query at all
     if filters.reason:
         runs = runs.filter(status_reason=filters.reason)
     if filters.since:
@@ -173,27 +177,47 @@ def run_list(*, filters: RunFilters, cursor: str | None = None, size: int = PAGE
         if ident is not None:
             runs = runs.filter(Q(pk=ident) | Q(thread_id=ident))
         else:
-            # PostgreSQL: a trigram index serves the match (runs migration 0006); the
-            # planner starts from it for a rare word and from the runs index for a common
-            # one, checking each run's thread until the page is full
-            runs = runs.filter(
-                Exists(
-                    Message.objects.filter(thread_id=OuterRef("thread_id"), content__icontains=term)
-                )
-            )
+            runs = runs.filter(_threads_saying(term))
     return keyset_page(runs, cursor, size)
+
+
+# A search matching at most this many messages lists the runs of their threads; beyond
+# it the word is common, and the newest runs are checked one by one instead.
+SEARCH_MESSAGES = 2000
+
+
+def _threads_saying(term: str) -> Q:
+    """Runs whose thread has a message containing `term` (any case). On PostgreSQL the
+    trigram index (runs migration 0006) finds the messages of a rare word at once; those
+    are few, so the runs of their threads are read by thread and sorted. A common word is
+    found in the first threads checked, so the runs are read newest first, each checked
+    for a matching message, until the page is full. Deciding here rather than leaving it
+    to the planner keeps a rare word off the second plan: for a thread of thousands of
+    messages it would read them all once per run of the thread."""
+    found = list(
+        Message.objects.filter(content__icontains=term)
+        .order_by()
+        .values_list("thread_id", flat=True)[: SEARCH_MESSAGES + 1]
+    )
+    if len(found) <= SEARCH_MESSAGES:
+        return Q(thread_id__in=set(found))
+    said = Message.objects.filter(thread_id=OuterRef("thread_id"), content__icontains=term)
+    return Q(Exists(said))
 
 
 def _agent_id(slug: str) -> int:
     return Agent.objects.filter(slug=slug).values_list("pk", flat=True).first() or 0
 
 
-def _versions_using(provider: str, endpoint: str) -> list[int]:
-    """Ids of the agent versions whose spec uses a model of `provider` / the endpoint:
-    versions are few, runs are many."""
+def _versions_using(provider: str, endpoint: str, agent_id: int | None) -> list[int]:
+    """Ids of the agent versions (of `agent_id`, if given) whose spec uses a model of
+    `provider` / the endpoint: versions are few, runs are many."""
     models = set(Model.objects.filter(provider__slug=provider).values_list("slug", flat=True))
+    versions = AgentVersion.objects.all()
+    if agent_id is not None:
+        versions = versions.filter(agent_id=agent_id)
     found = []
-    for pk, spec in AgentVersion.objects.values_list("pk", "spec"):
+    for pk, spec in versions.values_list("pk", "spec"):
         spec = spec or {}
         if provider and spec.get("model_id") not in models:
             continue
@@ -439,6 +463,16 @@ def dashboard(now: dt.datetime | None = None) -> Dashboard:
     )
 
 
+def dashboard_cached() -> Dashboard:
+    """The figures, computed once per AWAKEN_DASHBOARD_CACHE_SECONDS in this process, for
+    the page and for the figures pushed to open dashboards."""
+    seconds = settings.AWAKEN_DASHBOARD_CACHE_SECONDS
+    if not seconds:
+        return dashboard()
+    figures = cache.get_or_set("runs:dashboard", dashboard, seconds)
+    return figures if figures is not None else dashboard()
+
+
 def open_run_counts() -> list[tuple[str, str, int, int]]:
     """(status, status_reason, agent_version_id, count) of the runs not done: an
     index-only scan of the partial index `run_open_idx` (COUNT(*): counting ids would
@@ -518,7 +552,7 @@ def dependency_health(
             "pk", "spec"
         )
     )
-    bucket = {
+    bucket: dict[str, str] = {
         Run.Status.RUNNING: "running",
         Run.Status.WAITING: "waiting",
         Run.Status.DONE: "failed",

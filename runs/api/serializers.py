@@ -94,6 +94,21 @@ class RunListQuerySerializer(serializers.Serializer):
         max_length=200,
         help_text="A run or thread id, or text in the thread's messages.",
     )
+    reason = serializers.CharField(
+        required=False, allow_blank=True, max_length=100, help_text="Exact status_reason."
+    )
+    provider = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=63,
+        help_text="Model provider slug of the run's pinned agent version.",
+    )
+    endpoint = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=63,
+        help_text="Remote endpoint slug of the run's pinned agent version.",
+    )
     cursor = serializers.CharField(
         required=False, allow_blank=True, max_length=400, help_text="next_cursor of a page."
     )

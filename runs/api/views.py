@@ -233,6 +233,9 @@ class RunListView(SseView):
             since=query.get("created_after"),
             until=query.get("created_before"),
             q=query.get("q") or "",
+            reason=query.get("reason") or "",
+            provider=query.get("provider") or "",
+            endpoint=query.get("endpoint") or "",
         )
         page = selectors.run_list(filters=filters, cursor=cursor, size=query["limit"])
         items = s.RunSummarySerializer(page.items, many=True).data

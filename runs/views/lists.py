@@ -5,8 +5,6 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from django.conf import settings
-from django.core.cache import cache
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
@@ -27,24 +25,18 @@ def _when(raw: str) -> dt.datetime | None:
     return value
 
 
-def _dashboard() -> selectors.Dashboard:
-    """The figures, computed once per AWAKEN_DASHBOARD_CACHE_SECONDS in this process: every
-    open dashboard refreshes them when runs change, and must not cost a query each."""
-    seconds = settings.AWAKEN_DASHBOARD_CACHE_SECONDS
-    if not seconds:
-        return selectors.dashboard()
-    figures = cache.get_or_set("runs:dashboard", selectors.dashboard, seconds)
-    return figures if figures is not None else selectors.dashboard()
-
-
 @require(VIEW, "view runs")
 def dashboard(request: HttpRequest) -> HttpResponse:
-    return render(request, "runs/dashboard.html", {"nav": "dashboard", "dash": _dashboard()})
+    return render(
+        request, "runs/dashboard.html", {"nav": "dashboard", "dash": selectors.dashboard_cached()}
+    )
 
 
 @require(VIEW, "view runs")
 def dashboard_stats(request: HttpRequest) -> HttpResponse:
-    return render(request, "runs/partials/dashboard_stats.html", {"dash": _dashboard()})
+    return render(
+        request, "runs/partials/dashboard_stats.html", {"dash": selectors.dashboard_cached()}
+    )
 
 
 @require(VIEW, "view runs")

@@ -6,7 +6,8 @@
  *    last seq; token deltas are shown with textContent only.
  *  - list pages ([data-live]): ws/dashboard/ says which run changed; the page refetches
  *    that run's row (the same partial the page rendered) and, at most once per
- *    PANEL_REFRESH_MS, its panels (the dashboard's figures).
+ *    PANEL_REFRESH_MS, its panels (the inbox list); the dashboard's figures are pushed
+ *    by the server (ws/dashboard/?figures=1), rendered once per process for every tab.
  */
 (function () {
   "use strict";
@@ -183,10 +184,20 @@
       refreshAll();
     }
 
+    // The dashboard's figures are pushed, rendered once per server process for all tabs.
+    const figures = root.querySelector("[data-figures]");
+    function onFigures(html) {
+      figures.innerHTML = html;  // the server's template output, escaped there
+      figures.dispatchEvent(new CustomEvent("awaken:refreshed", { bubbles: true }));
+    }
+
     const status = root.querySelector(".conn");
     keepAlive(
-      function () { return "/ws/dashboard/"; },
-      function (message) { if (message.type === "run") { onRun(message.run); } },
+      function () { return figures ? "/ws/dashboard/?figures=1" : "/ws/dashboard/"; },
+      function (message) {
+        if (message.type === "run") { onRun(message.run); }
+        else if (message.type === "figures" && figures) { onFigures(message.html); }
+      },
       function (text, down) { if (status) { status.textContent = text; status.classList.toggle("down", down); } }
     );
   }

@@ -192,7 +192,11 @@ def test_tickets_inbox_filters_and_statuses(api):
     by_agent = api.get(path, {"agent_id": second.agent.slug}).json()["items"]
     assert [t["run_id"] for t in by_agent] == [str(second.pk)]
     assert api.get(path, {"tool": "send_email"}).json()["items"] == []
-    assert len(api.get(path, {"tool": "write_note", "limit": 2}).json()["items"]) == 2
+    two = api.get(path, {"tool": "write_note", "limit": 2}).json()
+    assert [t["run_id"] for t in two["items"]] == [str(first.pk), str(second.pk)]
+    rest = api.get(path, {"tool": "write_note", "limit": 2, "cursor": two["next_cursor"]})
+    assert [t["run_id"] for t in rest.json()["items"]] == [str(third.pk)]
+    assert rest.json()["next_cursor"] is None
     decide(api, pending(first), {"action": "approve"})
     decided = conforms(api.get(path, {"status": "decided"}), "GET", path).json()["items"]
     assert [t["run_id"] for t in decided] == [str(first.pk)]

@@ -174,6 +174,10 @@ def test_list_runs_with_filters_and_cursor(api):
     assert ids(q=str(finished[1].pk)) == {str(finished[1].pk)}
     assert len(ids(created_after="2000-01-01T00:00:00Z")) == 4
     assert ids(created_before="2000-01-01T00:00:00Z") == set()
+    assert ids(reason="suspended") == {str(waiting.pk)}
+    assert ids(reason="natural") == {str(run.pk) for run in finished}
+    assert ids(endpoint="nowhere") == set()
+    assert ids(provider="nobody", status="waiting") == set()
     item = api.get(RUNS, {"status": "waiting"}).json()["items"][0]
     assert item["open_tickets"] == 1 and item["waiting_reason"] == "tool_permission"
 

@@ -6,6 +6,7 @@ reaching the sockets."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 from typing import Any
@@ -284,6 +285,48 @@ def test_dashboard_sockets_share_one_member(layer):
         for socket in sockets:
             assert await socket.receive_json_from(timeout=2) == {"type": "run", "run": summary}
         for socket in sockets:
+            await socket.disconnect()
+        await until_left(layer, DASHBOARD_GROUP)
+
+    async_to_sync(scenario)()
+
+
+def test_dashboards_get_the_figures_rendered_once_per_process_while_runs_change(layer, monkeypatch):
+    """However many dashboards are open and however many runs change, the figures are
+    rendered at most once per FIGURES_EVERY_SECONDS (and once after the last change) and
+    the same text is pushed to every dashboard; list pages without ?figures=1 get none."""
+    user = viewer()
+    renders: list[float] = []
+
+    async def render() -> str:
+        renders.append(asyncio.get_running_loop().time())
+        return f"<b>figures {len(renders)}</b>"
+
+    monkeypatch.setattr(consumers, "_render_figures", render)
+    monkeypatch.setattr(consumers, "FIGURES_EVERY_SECONDS", 0.3)
+
+    async def scenario() -> None:
+        dashboards = [await connect("/ws/dashboard/?figures=1", user) for _ in range(3)]
+        runs_list = await connect("/ws/dashboard/", user)
+        for index in range(10):  # a change every 50 ms for half a second
+            summary = {"id": f"r{index}", "status": "done"}
+            await layer.group_send(DASHBOARD_GROUP, {"type": "run.changed", "run": summary})
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.8)
+        for socket in [*dashboards, runs_list]:
+            messages = []
+            while not await socket.receive_nothing(timeout=0.05):
+                messages.append(await socket.receive_json_from())
+            pushed = [m["html"] for m in messages if m["type"] == "figures"]
+            assert len([m for m in messages if m["type"] == "run"]) == 10
+            if socket is runs_list:
+                assert pushed == []
+            else:
+                assert pushed == [f"<b>figures {n}</b>" for n in range(1, len(renders) + 1)]
+        # the first change at once, then every 0.3 s while changes come, and one after
+        assert 2 <= len(renders) <= 4
+        assert all(b - a >= 0.29 for a, b in itertools.pairwise(renders))
+        for socket in [*dashboards, runs_list]:
             await socket.disconnect()
         await until_left(layer, DASHBOARD_GROUP)
 

@@ -32,7 +32,7 @@ def counters() -> dict[tuple[Any, int, str], int]:
 
 def asking_agent():
     script = [{"text": "", "tool_calls": [call("write_note", {"title": "t", "body": "b"})]}]
-    return scripted_agent(script + [{"text": "ok"}], permission={"default_behavior": "ask"})
+    return scripted_agent([*script, {"text": "ok"}], permission={"default_behavior": "ask"})
 
 
 def test_a_run_counts_open_then_under_its_outcome_and_in_the_all_time_total():
