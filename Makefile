@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install run test test-distributed lint bench bench-peers clean screenshots
+.PHONY: install run test test-distributed lint bench bench-peers bench-scale clean screenshots
 
 $(VENV)/.installed: pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -52,6 +52,12 @@ lint: install
 PEERS_VENV ?= .venv-peers
 bench: install
 	BENCH_PEERS_VENV=$(PEERS_VENV) $(BIN)/python bench/run_all.py
+
+# Every page and API list on a million-run PostgreSQL database (BENCH_SCALE_DATABASE_URL,
+# default postgres://postgres@127.0.0.1:5432/awaken_bench_scale, dropped and recreated, plus
+# <name>_empty); ~2 min to load, ~5 min in all. BENCH_SCALE_ARGS="--reuse" keeps the data.
+bench-scale: install
+	$(BIN)/python bench/scale.py $(BENCH_SCALE_ARGS)
 
 # The peers measured by bench/peers_compare.py (LangGraph's dev server, DBOS Transact) in
 # their own environment, never in the project's dependencies.
