@@ -6,8 +6,10 @@
 
 `ws` connects K websocket clients to a run stream on daphne and waits for each one's
 `{"type": "ready"}`; `redis` subscribes K redis-py asyncio pub/sub connections. Once all
-K are listening it prints READY. Each listener stops after COUNT frames, 2 s after the last
-frame, or at TIMEOUT seconds; then {"clients": [[[seq, recv_ns], ...], ...], "errors"}
+K are listening it prints READY. Websocket listeners read `{"type": "event"}` frames and
+the batched `{"type": "events", "events": [{"event", "html"}, ...]}` ones (each event
+stamped with its frame's receipt). Each listener stops after COUNT events, 2 s after the
+last frame, or at TIMEOUT seconds; then {"clients": [[[seq, recv_ns], ...], ...], "errors"}
 is written to OUT as JSON. No Django here: the process is the browser side.
 """
 
@@ -49,6 +51,8 @@ async def ws_listener(
             frame = json.loads(raw)
             if frame.get("type") == "event":
                 out.append([frame["event"]["seq"], received])
+            elif frame.get("type") == "events":  # a busy run's batch: one stamp for all
+                out.extend([item["event"]["seq"], received] for item in frame["events"])
 
 
 async def redis_listener(

@@ -10,15 +10,17 @@ private Redis, channels-redis).
    event exactly once and in order within 20 s of the last commit, latency p50/p99,
    events per websocket frame, daphne's CPU, and the members left in the run's group
    once every client closed.
-2. Dashboard: 100 clients on `ws/dashboard/` while 10 runs/s finish (runs started
-   beforehand, then cancelled with `run_cancel`, which commits their `run_finish`), in
-   two rounds. Round 1, push only: the clients just listen. Round 2: each client also
-   refetches the stats partial as the dashboard JS does (at most once per 2.5 s, 0.4 s
-   plus up to 1 s of jitter after the first change, always once after the last one).
-   Reported: p99 commit -> client of each finish in both rounds, the stats fetches
-   (against one per message per tab, the old policy), and the SQL statements daphne ran
-   during round 2 (counted inside daphne: the pages' requests are its only database
-   work then) per finished run.
+2. Dashboard: tabs on `ws/dashboard/?figures=1` (the dashboard page) while 10 runs/s
+   finish (runs started beforehand, then cancelled with `run_cancel`, which commits their
+   `run_finish`), in two rounds: 10 tabs, then 100. daphne pushes each tab every `run`
+   message and, rendered once per process at most every FIGURES_EVERY_SECONDS while runs
+   change (and once after the last change), the figures (`{"type": "figures"}`); a tab
+   fetches nothing. Reported: p99 finish commit -> client of the `run` messages, the
+   `figures` messages per tab (against one per FIGURES_EVERY_SECONDS of activity plus
+   one, not one per finish) and whether each tab's last one came after its last finish,
+   and the SQL statements daphne ran per finished run in each round (counted inside
+   daphne: rendering the figures is its only database work then), which should not
+   depend on the number of tabs.
 
 The clients are one asyncio process (this module with `--clients`), like a crowd of
 browser tabs; it does not load Django. daphne runs with its access log off, as in the
@@ -32,12 +34,12 @@ BENCH_WS_FINISH_RATE, BENCH_WS_FINISH_SECONDS.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
+import math
 import os
-import random
 import re
 import signal
+import statistics
 import sys
 import time
 import uuid
@@ -62,10 +64,10 @@ GRACE_SECONDS = 20.0  # after the last commit, for the last frames to arrive
 GOAL_P99_MS = 100.0
 PAD = "x" * 200  # a realistic event payload (~300 bytes)
 HANDSHAKES_AT_ONCE = 50  # daphne's listen backlog is 50
-# the dashboard JS (static/js/run_stream.js): PANEL_REFRESH_MS, _DELAY_MS, _JITTER_MS
-REFRESH_EVERY = 2.5
-REFRESH_DELAY = 0.4
-REFRESH_JITTER = 1.0
+FEW_DASHBOARDS = 10  # the first dashboard round, against which DASHBOARDS is compared
+# a dashboard tab stops this long after its last message once it has every finish: the
+# last figures come at most FIGURES_EVERY_SECONDS (plus a render) after the last change
+FIGURES_MARGIN = 1.5
 
 # daphne as in production, plus a count of the SQL statements it runs, written to
 # BENCH_STATEMENTS_FILE on SIGUSR1. Application code is unchanged.
@@ -100,40 +102,16 @@ SEQ = re.compile(rb'"seq": (\d+)')
 
 
 class Tab:
-    """One browser tab: a websocket, what it received, and for dashboards its throttled
-    refetches of the stats partial."""
+    """One browser tab: a websocket and what it received."""
 
     def __init__(self) -> None:
         self.socket: Any = None
         self.error = ""
-        self.received: list[list[int]] = []  # [seq, receipt ns]
+        self.received: list[list[int]] = []  # run streams: [seq, receipt ns]
         self.finished: list[tuple[str, int]] = []  # dashboards: [run id, receipt ns]
+        self.figures: list[tuple[int, int]] = []  # dashboards: [receipt ns, len(html)]
+        self.last_run = 0  # dashboards: receipt ns of the last `run` message
         self.frames = 0
-        self.fetches: list[list[Any]] = []  # dashboards: [start (monotonic), seconds, status]
-        self._last_fetch = float("-inf")
-        self._planned: asyncio.Task[None] | None = None
-
-    def wants_refresh(self, fetch: Any) -> None:
-        """The dashboard JS's throttle (static/js/run_stream.js)."""
-        if self._planned is not None:
-            return
-        first = REFRESH_DELAY + random.random() * REFRESH_JITTER
-        wait = max(first, self._last_fetch + REFRESH_EVERY - time.monotonic())
-        self._planned = asyncio.create_task(self._refresh_later(wait, fetch))
-
-    async def _refresh_later(self, wait: float, fetch: Any) -> None:
-        await asyncio.sleep(wait)
-        self._planned = None
-        self._last_fetch = started = time.monotonic()
-        try:
-            status = (await fetch()).status_code
-        except Exception as exc:
-            status = type(exc).__name__
-        self.fetches.append([started, time.monotonic() - started, status])
-
-    async def refresh_done(self) -> None:
-        while self._planned is not None:
-            await asyncio.sleep(0.05)
 
 
 async def _open(tab: Tab, url: str, headers: dict[str, str], gate: asyncio.Semaphore) -> None:
@@ -169,27 +147,34 @@ async def _follow_run(tab: Tab, count: int, deadline: float) -> None:
         return
 
 
-async def _follow_dashboard(tab: Tab, count: int, deadline: float, fetch: Any) -> None:
+async def _follow_dashboard(tab: Tab, count: int, deadline: float, quiet: float) -> None:
+    """Every finish, then the figures until none came for `quiet` seconds."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + deadline - time.time()
     try:
-        async with asyncio.timeout(deadline - time.time()):
-            while len(tab.finished) < count:
+        async with asyncio.timeout_at(end) as timer:  # one timer, moved once all finished
+            while True:
                 raw = await tab.socket.recv(decode=False)
                 received = time.time_ns()
                 message = json.loads(raw)
-                if message.get("type") != "run":
+                if message.get("type") == "figures":
+                    tab.figures.append((received, len(message["html"])))
+                elif message.get("type") == "run":
+                    tab.frames += 1
+                    tab.last_run = received
+                    if message["run"].get("status") == "done":
+                        tab.finished.append((message["run"]["id"], received))
+                else:
                     continue
-                tab.frames += 1
-                if fetch is not None:
-                    tab.wants_refresh(fetch)
-                if message["run"].get("status") == "done":
-                    tab.finished.append((message["run"]["id"], received))
-    except Exception:  # the deadline, or the socket closed
+                if len(tab.finished) >= count:
+                    timer.reschedule(min(loop.time() + quiet, end))
+    except TimeoutError:  # the deadline, or quiet since the last figures
         return
+    except Exception as exc:  # the socket closed
+        tab.error = repr(exc)[:300]
 
 
 async def clients_main(config: dict[str, Any]) -> dict[str, Any]:
-    import httpx
-
     headers = {"Cookie": config["cookie"], "Origin": config["origin"]}
     tabs = [Tab() for _ in range(config["clients"])]
     gate = asyncio.Semaphore(HANDSHAKES_AT_ONCE)
@@ -200,27 +185,17 @@ async def clients_main(config: dict[str, Any]) -> dict[str, Any]:
     print(f"READY {len(live)} {len(tabs) - len(live)}", flush=True)
     cpu_started, wall_started = time.process_time(), time.monotonic()
     deadline = time.time() + config["follow_seconds"]
-    http = httpx.AsyncClient(
-        base_url=config["origin"],
-        headers={"Cookie": config["cookie"], "HX-Request": "true"},
-        limits=httpx.Limits(max_connections=len(tabs)),
-        timeout=30,
-    )
     try:
         if config["mode"] == "run":
             await asyncio.gather(*(_follow_run(tab, config["count"], deadline) for tab in live))
         else:
-
-            def get_stats() -> Any:
-                return http.get(config["stats_path"])
-
-            fetch = get_stats if config["refetch"] else None
             await asyncio.gather(
-                *(_follow_dashboard(tab, config["count"], deadline, fetch) for tab in live)
+                *(
+                    _follow_dashboard(tab, config["count"], deadline, config["quiet"])
+                    for tab in live
+                )
             )
-            await asyncio.wait_for(asyncio.gather(*(tab.refresh_done() for tab in live)), 30)
     finally:
-        await http.aclose()
         await asyncio.gather(
             *(tab.socket.close() for tab in tabs if tab.socket is not None),
             return_exceptions=True,
@@ -233,8 +208,9 @@ async def clients_main(config: dict[str, Any]) -> dict[str, Any]:
             {
                 "received": tab.received,
                 "finished": tab.finished,
+                "figures": tab.figures,
+                "last_run": tab.last_run,
                 "frames": tab.frames,
-                "fetches": tab.fetches,
             }
             for tab in live
         ],
@@ -462,101 +438,98 @@ def run_stream(env: BenchEnv, daphne: Daphne, cookie: str) -> list[Figure]:
 
 
 def dashboards(env: BenchEnv, daphne: Daphne, cookie: str) -> list[Figure]:
-    from django.urls import reverse
-
+    from runs.consumers import FIGURES_EVERY_SECONDS
     from runs.services.runs import run_start
 
+    every = FIGURES_EVERY_SECONDS
     common.print_header(
-        f"ws_fanout 2: {DASHBOARDS} dashboards while {FINISH_RATE:.0f} runs/s finish"
+        f"ws_fanout 2: {FEW_DASHBOARDS}, then {DASHBOARDS} dashboards while"
+        f" {FINISH_RATE:.0f} runs/s finish"
     )
     agent = common.create_agent([{"text": "never runs"}], tools=[])
     count = int(FINISH_RATE * FINISH_SECONDS)
-    # started beforehand (no worker runs them): each round finishes its own
-    rounds = {
-        refetch: [run_start(agent=agent, messages=f"run {i}") for i in range(count)]
-        for refetch in (False, True)
-    }
     config = {
         "mode": "dashboard",
-        "url": f"ws://{common.HOST}:{daphne.port}/ws/dashboard/",
+        "url": f"ws://{common.HOST}:{daphne.port}/ws/dashboard/?figures=1",
         "cookie": cookie,
         "origin": f"http://{common.HOST}:{daphne.port}",
-        "clients": DASHBOARDS,
         "count": count,
         "follow_seconds": FINISH_SECONDS + GRACE_SECONDS,
-        "stats_path": reverse("runs:dashboard-stats"),
+        "quiet": every + FIGURES_MARGIN,
     }
-    print("  round 1, push only (the clients do not refetch the stats):", flush=True)
-    push = dashboard_round(env, daphne, {**config, "refetch": False}, rounds[False])
-    print("  round 2, each client refetches the stats as the dashboard JS does:", flush=True)
-    pages = dashboard_round(env, daphne, {**config, "refetch": True}, rounds[True])
-
-    fetches = [fetch for tab in pages["tabs"] for fetch in tab["fetches"]]
-    failed = [status for _, _, status in fetches if status != 200]
-    gaps = [
-        later[0] - earlier[0]
-        for tab in pages["tabs"]
-        for earlier, later in itertools.pairwise(tab["fetches"])
-    ]
-    durations = [seconds for _, seconds, _ in fetches]
-    statements = pages["statements"]
+    rounds = []
+    for tabs in (FEW_DASHBOARDS, DASHBOARDS):
+        # started beforehand (no worker runs them): each round finishes its own
+        runs = [run_start(agent=agent, messages=f"run {i}") for i in range(count)]
+        print(f"  {tabs} tabs:", flush=True)
+        rounds.append(dashboard_round(env, daphne, {**config, "clients": tabs}, runs, every))
+    few, many = rounds
     print(
-        f"  {pages['messages']} dashboard messages reached the tabs: refetching on each would"
-        f" be {pages['messages']} stats requests; the throttle made {len(fetches)}"
-        f" ({len(fetches) / DASHBOARDS:.1f} per tab, {len(failed)} failed"
-        f"{': ' + str(sorted(set(map(str, failed)))) if failed else ''}),"
-        f" at least {min(gaps, default=float('nan')):.2f} s apart in a tab; each took"
-        f" p50 {1000 * percentile(durations, 50):.0f} / p99"
-        f" {1000 * percentile(durations, 99):.0f} ms\n"
-        f"  daphne ran {statements} SQL statements in round 2:"
-        f" {statements / count:.1f} per finished run,"
-        f" {statements / max(len(fetches), 1):.1f} per stats request"
-        f" (round 1, push only: {push['statements']}); refetching on each message would"
-        f" be ~{pages['messages'] * statements / max(len(fetches), 1) / count:.0f} per"
-        f" finished run at that rate per request",
+        f"  SQL statements daphne ran (rendering the figures): {few['statements']} with"
+        f" {FEW_DASHBOARDS} tabs, {many['statements']} with {DASHBOARDS} tabs:"
+        f" {few['statements'] / count:.2f} and {many['statements'] / count:.2f} per finished"
+        f" run, {few['per_render']:.1f} and {many['per_render']:.1f} per render"
+        f" ({few['renders']} and {many['renders']} renders)",
         flush=True,
     )
+    # the rounds' renders may differ by one (where the 2.5 s ticks fall): that is the noise
+    noise = max(few["per_render"], many["per_render"])
+    same_sql = abs(many["statements"] - few["statements"]) <= noise
     nan = float("nan")
     return [
-        figure("dashboards, push only: p99", push["p99"], "ms", GOAL_P99_MS, "context", None),
         figure(
             "dashboards: p99 finish->client",
-            pages["p99"],
+            many["p99"],
             "ms",
             GOAL_P99_MS,
             f"< {GOAL_P99_MS:.0f} ms",
-            pages["p99"] < GOAL_P99_MS,
+            many["p99"] < GOAL_P99_MS,
         ),
         figure(
             "dashboards with every finish",
-            pages["complete"],
+            many["complete"],
             "",
             DASHBOARDS,
             "all",
-            pages["complete"] == DASHBOARDS,
+            many["complete"] == DASHBOARDS,
         ),
         figure(
-            "stats fetches per tab",
-            len(fetches) / DASHBOARDS,
+            "figures messages per tab",
+            many["figures_per_tab"],
             "",
-            FINISH_SECONDS / REFRESH_EVERY + 2,
-            f">= {REFRESH_EVERY} s apart",
-            min(gaps, default=REFRESH_EVERY) >= REFRESH_EVERY - 0.05,
+            many["expected"],
+            f"1 per {every:g} s of activity + 1, every tab",
+            many["figures_ok"] == DASHBOARDS,
         ),
-        figure("SQL per finished run", statements / count, "statements", nan, "context", None),
+        figure(
+            "tabs shown the last change",
+            many["shown_last"],
+            "",
+            DASHBOARDS,
+            "all: figures after the last finish",
+            many["shown_last"] == DASHBOARDS,
+        ),
+        figure(
+            f"SQL per finished run, {DASHBOARDS} tabs",
+            many["statements"] / count,
+            "statements",
+            few["statements"] / count,
+            f"= {FEW_DASHBOARDS} tabs' (within one render)",
+            same_sql,
+        ),
+        figure("SQL per render", many["per_render"], "statements", nan, "context", None),
     ]
 
 
 def dashboard_round(
-    env: BenchEnv, daphne: Daphne, config: dict[str, Any], runs: list[Any]
+    env: BenchEnv, daphne: Daphne, config: dict[str, Any], runs: list[Any], every: float
 ) -> dict[str, Any]:
     from django.db import transaction
 
     from runs.models import Run
     from runs.services.runs import run_cancel
 
-    name = "dashboard-pages" if config["refetch"] else "dashboard-push"
-    proc, out = spawn_clients(env, name, config)
+    proc, out = spawn_clients(env, f"dashboard-{config['clients']}", config)
     finished: dict[str, int] = {}
 
     def finish(index: int) -> None:
@@ -572,30 +545,56 @@ def dashboard_round(
     result = collect(env, proc, out, FINISH_SECONDS + GRACE_SECONDS + 60)
     statements = daphne.statements() - statements_before
     cpu, wall = daphne.cpu() - cpu_before, time.monotonic() - started
+    tabs = result["tabs"]
     latencies = [
         (at - finished[run_id]) / 1e6
-        for tab in result["tabs"]
+        for tab in tabs
         for run_id, at in tab["finished"]
         if run_id in finished
     ]
-    complete = sum(1 for tab in result["tabs"] if len(tab["finished"]) == len(runs))
+    complete = sum(1 for tab in tabs if len(tab["finished"]) == len(runs))
     p99 = percentile(latencies, 99)
+    # renders at the first change, then every `every` seconds while changes come: the last
+    # one at the first tick after the last change
+    activity = (max(finished.values()) - min(finished.values())) / 1e9
+    expected = math.ceil(activity / every) + 1
+    counts = [len(tab["figures"]) for tab in tabs]
+    figures_ok = sum(1 for n in counts if abs(n - expected) <= 1)
+    shown_last = sum(
+        1 for tab in tabs if tab["figures"] and tab["figures"][-1][0] > tab["last_run"]
+    )
+    lags = [(tab["figures"][-1][0] - tab["last_run"]) / 1e9 for tab in tabs if tab["figures"]]
+    sizes = [size for tab in tabs for _, size in tab["figures"]]
+    renders = max(counts, default=0)  # each render reaches every tab of the process
+    messages = sum(tab["frames"] for tab in tabs)
     print(
-        f"    connected {len(result['tabs'])}/{DASHBOARDS}; {len(runs)} runs finished"
-        f" ({late} behind schedule); tabs that saw every finish: {complete}\n"
+        f"    connected {len(tabs)}/{config['clients']}; {len(runs)} runs finished over"
+        f" {activity:.1f} s ({late} behind schedule); tabs that saw every finish: {complete}"
+        f" (errors: {result['errors'][:3]})\n"
         f"    finish commit -> dashboard p50 {percentile(latencies, 50):.1f} ms,"
         f" p99 {p99:.1f} ms over {len(latencies)} deliveries\n"
-        f"    daphne CPU {cpu:.2f} s over {wall:.1f} s ({100 * cpu / wall:.0f}% of a core);"
-        f" the clients' process {100 * result['cpu_share']:.0f}% of a core;"
+        f"    figures messages per tab: {min(counts, default=0)}-{max(counts, default=0)}"
+        f" (expected {expected}: one per {every:g} s of activity plus one), {sum(counts)} in"
+        f" all for {messages} run messages; each ~{statistics.fmean(sizes or [0]):.0f}"
+        f" characters of HTML; the last one after the tab's last finish in"
+        f" {shown_last}/{len(tabs)} tabs, {min(lags, default=float('nan')):.2f}-"
+        f"{max(lags, default=float('nan')):.2f} s after it\n"
+        f"    daphne ran {statements} SQL statements ({statements / max(renders, 1):.1f} per"
+        f" render); daphne CPU {cpu:.2f} s over {wall:.1f} s ({100 * cpu / wall:.0f}% of a"
+        f" core); the clients' process {100 * result['cpu_share']:.0f}% of a core;"
         f" load {common.fmt_load(os.getloadavg())}",
         flush=True,
     )
     return {
-        **result,
         "p99": p99,
         "complete": complete,
         "statements": statements,
-        "messages": sum(tab["frames"] for tab in result["tabs"]),
+        "renders": renders,
+        "per_render": statements / max(renders, 1),
+        "expected": expected,
+        "figures_per_tab": statistics.fmean(counts or [0]),
+        "figures_ok": figures_ok,
+        "shown_last": shown_last,
     }
 
 
