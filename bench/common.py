@@ -536,17 +536,19 @@ def _version(package: str) -> str:
         return "?"
 
 
-def machine_facts(env: BenchEnv) -> dict[str, str]:
-    cpu = "?"
+def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+                return line.split(":", 1)[1].strip()
     except OSError:
         pass
+    return "?"
+
+
+def machine_facts(env: BenchEnv) -> dict[str, str]:
     facts = {
-        "cpu": cpu,
+        "cpu": cpu_model(),
         "nproc": str(nproc()),
         "kernel": platform.release(),
         "python": platform.python_version(),

@@ -54,7 +54,14 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench import scale_data  # noqa: E402
-from bench.common import BenchError, fmt_load, nproc, percentile, print_header  # noqa: E402
+from bench.common import (  # noqa: E402
+    BenchError,
+    cpu_model,
+    fmt_load,
+    nproc,
+    percentile,
+    print_header,
+)
 
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/awaken_bench_scale"
 HOST = "127.0.0.1"
@@ -1161,14 +1168,7 @@ def page_rows(results: list[Result]) -> list[Row]:
 def print_machine(dbs: Databases) -> None:
     import psycopg
 
-    cpu = "?"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_model()
     with psycopg.connect(dbs.admin_url, autocommit=True, connect_timeout=10) as admin:
         server = admin.execute("SHOW server_version").fetchone()[0]
     import django

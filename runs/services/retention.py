@@ -36,7 +36,7 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import IO, Any, NamedTuple, cast
 
@@ -95,9 +95,8 @@ class RetentionUnsafe(RuntimeError):
     """The models gained a link into the deleted tables that retention does not handle."""
 
 
-@dataclass
-class BatchResult:
-    number: int
+@dataclass(kw_only=True)
+class Removed:
     runs: int = 0
     threads: int = 0
     messages: int = 0
@@ -106,21 +105,18 @@ class BatchResult:
     tickets: int = 0
     decisions: int = 0
     skipped: int = 0  # roots kept because a run of their tree is not old and done yet
+
+
+@dataclass(kw_only=True)
+class BatchResult(Removed):
+    number: int
     seconds: float = 0.0
 
 
-@dataclass
-class PruneResult:
+@dataclass(kw_only=True)
+class PruneResult(Removed):
     cutoff: dt.datetime
     dry_run: bool = False
-    runs: int = 0
-    threads: int = 0
-    messages: int = 0
-    events: int = 0
-    tool_calls: int = 0
-    tickets: int = 0
-    decisions: int = 0
-    skipped: int = 0
     batches: int = 0
     contended: int = 0  # batches left for a later run because their rows stayed busy
     seconds: float = 0.0
@@ -129,17 +125,8 @@ class PruneResult:
 
     def add(self, batch: BatchResult) -> None:
         self.batches += 1
-        for name in (
-            "runs",
-            "threads",
-            "messages",
-            "events",
-            "tool_calls",
-            "tickets",
-            "decisions",
-            "skipped",
-        ):
-            setattr(self, name, getattr(self, name) + getattr(batch, name))
+        for item in fields(Removed):
+            setattr(self, item.name, getattr(self, item.name) + getattr(batch, item.name))
 
     def counts(self) -> dict[str, Any]:
         """What the audit entry and the beat task report (JSON-ready)."""
