@@ -91,3 +91,43 @@ class DatabaseUnavailableMiddleware:
             "no database connection for %s %s: %s", request.method, request.path, exception
         )
         return database_unavailable_response(request)
+
+
+def _has_nul(values: Any) -> bool:
+    return any("\x00" in key or any("\x00" in v for v in vals) for key, vals in values.lists())
+
+
+class RejectNulMiddleware:
+    """400 for a NUL character in a query-string or form field: PostgreSQL refuses NUL in
+    text, so a filter or a form value carrying one would reach the database and fail
+    there as a 500. JSON bodies are checked by the API's parser."""
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Any) -> None:
+        self.get_response = get_response
+        self.async_mode = iscoroutinefunction(get_response)
+        if self.async_mode:
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if self.async_mode:
+            return self.__acall__(request)
+        return self._refusal(request) or self.get_response(request)
+
+    async def __acall__(self, request: HttpRequest) -> HttpResponse:
+        return self._refusal(request) or await self.get_response(request)
+
+    def _refusal(self, request: HttpRequest) -> HttpResponse | None:
+        form = request.method == "POST" and request.content_type in (
+            "application/x-www-form-urlencoded",
+            "multipart/form-data",
+        )
+        if not (_has_nul(request.GET) or (form and _has_nul(request.POST))):
+            return None
+        message = "A field contains a NUL character, which cannot be stored."
+        if request.path.startswith("/api/"):
+            body = {"error": {"code": "parse_error", "message": message, "details": {}}}
+            return JsonResponse(body, status=400)
+        return HttpResponse(message, status=400, content_type="text/plain; charset=utf-8")

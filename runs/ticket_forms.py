@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from runs.jsonsafe import JsonTooDeep, json_loads
 from runs.models import Ticket
 from runs.services.errors import InvalidInput
 from runs.services.tickets import tool_schema
@@ -71,7 +72,7 @@ def edited_arguments(ticket: Ticket, data: Any) -> dict[str, Any]:
             elif field.kind == "number":
                 result[field.name] = float(raw) if "." in raw or "e" in raw.lower() else int(raw)
             elif field.kind == "json":
-                result[field.name] = json.loads(raw)
+                result[field.name] = json_loads(raw)
             else:
                 result[field.name] = raw
         except ValueError as exc:
@@ -85,6 +86,8 @@ def parse_answer(raw: str) -> Any:
     if not text:
         raise InvalidInput("write an answer")
     try:
-        return json.loads(text)
+        return json_loads(text)
+    except JsonTooDeep as exc:
+        raise InvalidInput(f"the answer is JSON {exc}") from None
     except ValueError:
         return text

@@ -33,6 +33,7 @@ from agents.services import (
     permission_preview,
     spec_normalized,
 )
+from runs.jsonsafe import json_loads
 from runs.runtime.permissions import Behavior, PatternError, ToolPattern
 from runs.services.errors import ServiceError
 
@@ -165,8 +166,8 @@ class PreviewForm(forms.Form):
     def clean_arguments(self) -> dict[str, Any]:
         raw = (self.cleaned_data.get("arguments") or "").strip() or "{}"
         try:
-            value = json.loads(raw)
-        except json.JSONDecodeError as exc:
+            value = json_loads(raw)
+        except ValueError as exc:  # not JSON, or nested too deeply
             raise forms.ValidationError(
                 f'Arguments must be a JSON object, e.g. {{"command": "ls"}}: {exc}'
             ) from exc

@@ -8,7 +8,7 @@ from django.contrib import admin
 from django.db import transaction
 from django.forms.models import model_to_dict
 
-from runs.services.audit import Actor, audit_record
+from runs.services.audit import Actor, audit_record, request_actor
 
 ENCRYPTED_SUFFIX = "_encrypted"
 
@@ -32,9 +32,7 @@ class AuditedAdmin(admin.ModelAdmin):
     transaction as the change."""
 
     def _actor(self, request: Any) -> Actor:
-        return Actor(
-            user=request.user, source="admin", request_id=request.headers.get("X-Request-ID", "")
-        )
+        return request_actor(request, "admin")
 
     def _kind(self) -> str:
         return self.model._meta.model_name or "object"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import threading
 import time
 import uuid
@@ -20,7 +19,7 @@ from rest_framework import authentication, exceptions, permissions, throttling
 from rest_framework.settings import api_settings
 
 from runs.models import ApiToken
-from runs.services.audit import Actor
+from runs.services.audit import Actor, request_actor
 
 from .tokens import token_verify
 
@@ -82,24 +81,9 @@ class ActionPermission(permissions.BasePermission):
         return True
 
 
-def request_id(request: Any) -> str:
-    cached = getattr(request, "_awaken_request_id", None)
-    if cached:
-        return str(cached)
-    raw = request.headers.get("X-Request-ID", "")
-    value = re.sub(r"[^A-Za-z0-9._:-]", "", raw)[:64] or uuid.uuid4().hex
-    request._awaken_request_id = value
-    return value
-
-
 def actor_for(request: Any) -> Actor:
     """Who acts: the user, and which of their tokens when a token authenticated."""
-    user = request.user
-    token = request.auth if isinstance(request.auth, ApiToken) else None
-    label = user.get_username()
-    if token is not None:
-        label = f"{label} (token {token.name})"
-    return Actor(user=user, label=label[:200], source="api", request_id=request_id(request))
+    return request_actor(request, "api")
 
 
 THROTTLE_CACHE = "api_throttle"

@@ -9,9 +9,10 @@ from typing import Any
 from rest_framework import permissions
 from rest_framework.views import APIView
 
+from runs.services.audit import request_id
 from runs.services.errors import NotFound
 
-from .auth import ActionPermission, request_id
+from .auth import ActionPermission
 
 
 class ApiView(APIView):

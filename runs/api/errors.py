@@ -14,6 +14,7 @@ from drf_spectacular.utils import OpenApiResponse
 from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 
+from runs.jsonsafe import MAX_JSON_DEPTH
 from runs.services.errors import ServiceError
 
 logger = logging.getLogger(__name__)
@@ -107,7 +108,8 @@ class ErrorSerializer(serializers.Serializer):
 
 
 ERROR_TEXT = {
-    400: "`parse_error` (malformed JSON) or `invalid` (validation; details per field).",
+    400: f"`parse_error` (malformed JSON, nested more than {MAX_JSON_DEPTH} levels, or holding "
+    "NUL or a lone surrogate) or `invalid` (validation; details per field).",
     401: "`not_authenticated` (no credentials) or `authentication_failed` (bad, expired or "
     "revoked token).",
     403: "`permission_denied`: your role may not do this.",

@@ -1,5 +1,6 @@
 """A JSON parser that honours DATA_UPLOAD_MAX_MEMORY_SIZE (DRF reads the raw stream and
-would otherwise accept a body of any size)."""
+would otherwise accept a body of any size), and refuses what would fail later: JSON nested
+too deeply for Python, and text PostgreSQL cannot store (runs.jsonsafe)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from django.conf import settings
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
-from runs.jsonsafe import find_nul
+from runs.jsonsafe import TOO_DEEP, JsonTooDeep, check_depth, find_unstorable
 
 from .errors import TooLarge
 
@@ -40,10 +41,14 @@ class LimitedJSONParser(JSONParser):
             if len(data) > limit:
                 raise TooLarge(f"The request body is larger than {limit} bytes.")
             stream = io.BytesIO(data)
-        parsed = super().parse(stream, media_type, parser_context)
-        where = find_nul(parsed)
-        if where is not None:
-            raise ParseError(
-                f"JSON parse error - NUL characters (\\u0000) are not allowed (at {where})"
-            )
+        try:
+            parsed = super().parse(stream, media_type, parser_context)
+            check_depth(parsed)
+        except (RecursionError, JsonTooDeep):
+            # the decoder's RecursionError would reach the exception handler as a 500
+            raise ParseError(f"JSON parse error - {TOO_DEEP}") from None
+        found = find_unstorable(parsed)
+        if found is not None:
+            where, what = found
+            raise ParseError(f"JSON parse error - {what} are not allowed (at {where})")
         return parsed

@@ -1,10 +1,18 @@
-"""/api/v1/ routes (included by awaken_site.urls)."""
+"""/api/v1/ routes (included by awaken_site.urls).
+
+Agent and endpoint ids use the `slug` converter: a path segment that cannot be a slug
+(NUL, control characters, bytes that are not UTF-8) matches no route, so it never reaches a
+database query (PostgreSQL refuses NUL in text) and is the catch-all's JSON 404."""
 
 from __future__ import annotations
 
+import functools
+from typing import Any
+
 from django.contrib.auth.decorators import login_not_required
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import path, re_path
+from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from agents.api.endpoints import EndpointCheckView, EndpointDetailView, EndpointListView
@@ -15,12 +23,33 @@ from .errors import error_body
 from .stream import RunEventStreamView
 
 
+# CSRF exempt like every DRF view: it changes nothing, and otherwise a POST from a token
+# client (no CSRF cookie) got Django's HTML "CSRF verification failed" page, not this 404.
+@csrf_exempt
 @login_not_required
 def api_not_found(request: HttpRequest) -> JsonResponse:
     return JsonResponse(
         error_body("not_found", f"No API endpoint at {request.path}; see /api/v1/docs/."),
         status=404,
     )
+
+
+def read_only(view: Any) -> Any:
+    """`view` for GET, HEAD and OPTIONS; any other method is a JSON 405. The schema and
+    docs views would answer it as YAML or as an HTML page."""
+
+    @functools.wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if request.method not in ("GET", "HEAD", "OPTIONS"):
+            response = JsonResponse(
+                error_body("method_not_allowed", f'Method "{request.method}" not allowed.'),
+                status=405,
+            )
+            response["Allow"] = "GET, HEAD, OPTIONS"
+            return response
+        return view(request, *args, **kwargs)
+
+    return csrf_exempt(login_not_required(wrapped))
 
 
 urlpatterns = [
@@ -50,19 +79,19 @@ urlpatterns = [
         name="api-thread-messages",
     ),
     path("agents", AgentListView.as_view(), name="api-agents"),
-    path("agents/<str:agent_id>", AgentDetailView.as_view(), name="api-agent"),
+    path("agents/<slug:agent_id>", AgentDetailView.as_view(), name="api-agent"),
     path("endpoints", EndpointListView.as_view(), name="api-endpoints"),
-    path("endpoints/<str:endpoint_id>", EndpointDetailView.as_view(), name="api-endpoint"),
+    path("endpoints/<slug:endpoint_id>", EndpointDetailView.as_view(), name="api-endpoint"),
     path(
-        "endpoints/<str:endpoint_id>/check",
+        "endpoints/<slug:endpoint_id>/check",
         EndpointCheckView.as_view(),
         name="api-endpoint-check",
     ),
     path("audit", views.AuditListView.as_view(), name="api-audit"),
-    path("schema/", login_not_required(SpectacularAPIView.as_view()), name="api-schema"),
+    path("schema/", read_only(SpectacularAPIView.as_view()), name="api-schema"),
     path(
         "docs/",
-        login_not_required(SpectacularSwaggerView.as_view(url_name="api-schema")),
+        read_only(SpectacularSwaggerView.as_view(url_name="api-schema")),
         name="api-docs",
     ),
     re_path(r"^.*$", api_not_found),

@@ -13,7 +13,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from runs.api.tokens import token_create, token_revoke
 from runs.models import ApiToken
-from runs.services.audit import Actor
+from runs.services.audit import request_actor
 from runs.services.errors import InvalidInput, ServiceError
 
 EXPIRY_CHOICES = [
@@ -27,12 +27,6 @@ EXPIRY_CHOICES = [
 
 def _user(request: HttpRequest) -> Any:
     return request.user  # LoginRequiredMiddleware: always a signed-in user here
-
-
-def _actor(request: HttpRequest) -> Actor:
-    return Actor(
-        user=request.user, source="ui", request_id=request.headers.get("X-Request-ID", "")[:64]
-    )
 
 
 def _expiry(raw: str) -> dt.datetime | None:
@@ -57,7 +51,7 @@ def token_list(request: HttpRequest) -> HttpResponse:
                 user=_user(request),
                 name=request.POST.get("name", ""),
                 expires_at=_expiry(request.POST.get("expires_days", "").strip()),
-                actor=_actor(request),
+                actor=request_actor(request, "ui"),
             )
             context["created"] = {"token": token, "raw": raw}
         except ServiceError as exc:
@@ -78,7 +72,7 @@ def token_list(request: HttpRequest) -> HttpResponse:
 def token_revoke_view(request: HttpRequest, token_id: int) -> HttpResponse:
     token = get_object_or_404(ApiToken, pk=token_id, user=_user(request))
     try:
-        token_revoke(token=token, actor=_actor(request))
+        token_revoke(token=token, actor=request_actor(request, "ui"))
         messages.success(request, f"Revoked {token.name} ({token.prefix}).")
     except ServiceError as exc:
         messages.error(request, exc.message)

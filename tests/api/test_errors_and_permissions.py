@@ -170,6 +170,33 @@ def test_unknown_endpoint_is_json_404(api):
     assert_error(api.get("/api/v1/nothing/here"), 404, "not_found")
 
 
+@pytest.mark.parametrize("method", ["post", "put", "patch", "delete"])
+def test_unknown_endpoint_is_json_404_for_writes_without_a_csrf_token(operator, method):
+    # a token client sends no CSRF cookie: Django's CSRF check answered its HTML 403 page
+    token_client = APIClient(enforce_csrf_checks=True)
+    token_client.credentials(HTTP_AUTHORIZATION=f"Bearer {token_for(operator, 'ops')}")
+    browser = APIClient(enforce_csrf_checks=True)
+    browser.force_login(operator)
+    run = done_run()
+    for client in (token_client, browser, APIClient(enforce_csrf_checks=True)):
+        for path in (f"{RUNS}/{run.pk}/decision", f"{RUNS}/{run.pk}/inputs", "/api/v1/nope"):
+            response = getattr(client, method)(path, {"action": "approve"}, format="json")
+            assert response["Content-Type"] == "application/json", response.content[:200]
+            assert_error(response, 404, "not_found")
+
+
+def test_a_wrong_method_is_json_405_on_the_schema_and_docs_too(operator):
+    client = APIClient(enforce_csrf_checks=True)
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token_for(operator, 'ops')}")
+    run = done_run()
+    for path in (f"{RUNS}/{run.pk}/cancel", "/api/v1/schema/", "/api/v1/docs/"):
+        response = client.put(path, {}, format="json")
+        assert response["Content-Type"] == "application/json", (path, response.content[:200])
+        assert_error(response, 405, "method_not_allowed")
+    assert client.get("/api/v1/schema/").status_code == 200
+    assert client.get("/api/v1/docs/").status_code == 200
+
+
 def test_illegal_transition_is_409(api):
     run = done_run()
     error = assert_error(
