@@ -19,14 +19,14 @@ from agents.pricing import cost_text, run_cost_usd
 from agents.services import agents_with_latest_version
 from runs import permissions as perms
 from runs import selectors
-from runs.models import AuditEntry, Decision, Message, Run, RunEvent, Thread, Ticket
+from runs.models import AuditEntry, Message, Run, RunEvent, Thread, Ticket
 from runs.selectors import keyset_page
 from runs.services.audit import audit_record
 from runs.services.errors import InvalidInput, NotFound
 from runs.services.runs import run_cancel, run_retry, run_submit
 from runs.services.tickets import (
     decision_json,
-    decision_submit,
+    decision_submit_or_repeat,
     normalize_decision_body,
     ticket_for_target,
 )
@@ -171,18 +171,13 @@ def _start(
 
 
 def _decide(request: Request, ticket: Ticket, body: dict[str, Any]) -> Response:
-    decision_id = body.get("decision_id") or None
-    repeat = (
-        bool(decision_id)
-        and Decision.objects.filter(ticket=ticket, decision_id=decision_id).exists()
-    )
-    decision = decision_submit(
+    decision, repeat = decision_submit_or_repeat(
         ticket=ticket,
         action=body["action"],
         arguments=body.get("arguments"),
         payload=body.get("payload"),
         comment=body.get("comment") or "",
-        decision_id=decision_id,
+        decision_id=body.get("decision_id") or None,
         actor=actor_for(request),
     )
     result = {
@@ -245,7 +240,10 @@ class RunListView(SseView):
         operation_id="runs_create",
         summary="Start a run",
         description="Starts a run of `agent_id` on a new thread, or on `thread_id`. New input "
-        "for a thread whose open run waits continues that run (same id, HTTP 200). A repeat "
+        "for a thread whose open run waits continues that run (same id, HTTP 200) and rejects "
+        "the run's open tickets as superseded: a `reject` decision by `system` with the comment "
+        '"superseded by a new user message" each. The response does not list them; each is a '
+        "`ticket_decided` event in /runs/{run_id}/events. A repeat "
         "with the same `idempotency_key` (or `Idempotency-Key` header) by the same user, "
         "through any of their tokens, returns the first run with HTTP 200; other users' keys "
         "never match.",

@@ -1,4 +1,4 @@
-"""Decisions on tickets (SPEC §2.3): approve, edit, reject, respond — and upstream's
+"""Decisions on tickets: approve, edit, reject, respond — and upstream's
 {toolCallId, action: resume|cancel, payload}. The first decision wins; a repeated
 decision_id returns the first result; the last decision of a run resumes it."""
 
@@ -12,7 +12,7 @@ from django.db.models import F
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from runs.jsonsafe import find_nul
+from runs.jsonsafe import JsonTooDeep, check_depth, find_unstorable
 from runs.models import Decision, Run, Ticket, ToolCall
 from runs.runtime import types as rt
 from runs.services import stats
@@ -174,12 +174,49 @@ def decision_submit(
     dispatch: bool = True,
 ) -> Decision:
     """Record the first decision on a ticket and, if it was the run's last open ticket,
-    make the run due. Raises DecisionConflict naming who decided first and when."""
+    make the run due. Raises DecisionConflict naming who decided first and when; a
+    decision_id already decided returns that first decision."""
+    decision, _ = decision_submit_or_repeat(
+        ticket=ticket,
+        action=action,
+        arguments=arguments,
+        payload=payload,
+        comment=comment,
+        decision_id=decision_id,
+        actor=actor,
+        dispatch=dispatch,
+    )
+    return decision
+
+
+def decision_submit_or_repeat(
+    *,
+    ticket: Ticket,
+    action: str,
+    arguments: Any = None,
+    payload: Any = None,
+    comment: str = "",
+    decision_id: str | None = None,
+    actor: Actor = SYSTEM,
+    dispatch: bool = True,
+) -> tuple[Decision, bool]:
+    """decision_submit, and whether the decision is an earlier one with the same
+    decision_id (a repeat, which the API answers with 200 rather than 201)."""
     if action not in (*ACTIONS, "resume"):
         raise InvalidInput(f"action must be one of {', '.join(ACTIONS)}, got {action!r}")
-    where = find_nul({"arguments": arguments, "payload": payload, "comment": comment})
-    if where is not None:
-        raise InvalidInput(f"NUL characters (\\u0000) are not allowed (at {where})")
+    given = {
+        "arguments": arguments,
+        "payload": payload,
+        "comment": comment,
+        "decision_id": decision_id or "",
+    }
+    try:
+        check_depth(given)
+    except JsonTooDeep as exc:
+        raise InvalidInput(f"arguments or payload {exc}") from None
+    found = find_unstorable(given)
+    if found is not None:
+        raise InvalidInput(f"{found[1]} are not allowed (at {found[0]})")
     if ticket.child_run_id and actor.source != SYSTEM.source:
         raise InvalidInput(
             f"ticket {ticket.ticket_id} is answered by child run {ticket.child_run_id} when it "
@@ -192,13 +229,13 @@ def decision_submit(
         if decision_id:
             existing = Decision.objects.filter(ticket=ticket, decision_id=decision_id).first()
             if existing is not None:
-                return existing
+                return existing, True
         now = timezone.now()
         won = Ticket.objects.filter(pk=ticket.pk, status=Ticket.Status.PENDING).update(
             status=Ticket.Status.DECIDED, closed_at=now
         )
         if not won:
-            _raise_conflict(ticket)
+            return _winner_or_conflict(ticket, decision_id), True
         decision_key = decision_id or rt.new_id()
         resume, mode = _resume_for(ticket, action, arguments, payload, comment, label, decision_key)
         final_action = action
@@ -277,7 +314,7 @@ def decision_submit(
             if dispatch:
                 enqueue_on_commit(run.pk)
         stats.tickets_closed([(ticket.created_at, run.agent_id)], now)
-    return decision
+    return decision, False
 
 
 def tickets_close_open(run: Run, now: Any) -> None:
@@ -291,8 +328,13 @@ def tickets_close_open(run: Run, now: Any) -> None:
     run.open_tickets = 0
 
 
-def _raise_conflict(ticket: Ticket) -> None:
+def _winner_or_conflict(ticket: Ticket, decision_id: str | None) -> Decision:
+    """The decision that closed the ticket first when it has our decision_id: the same
+    client's request sent twice at once, whose first copy won (the check for an earlier
+    decision_id above ran before that copy committed). Otherwise DecisionConflict."""
     winner = Decision.objects.filter(ticket=ticket).first()
+    if winner is not None and decision_id and winner.decision_id == decision_id:
+        return winner
     if winner is None:
         current = Ticket.objects.filter(pk=ticket.pk).values_list("status", flat=True).first()
         raise DecisionConflict(

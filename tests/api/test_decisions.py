@@ -1,16 +1,19 @@
-"""Decisions over the API (SPEC §2.3): approve, edit, reject, respond, upstream's body,
+"""Decisions over the API: approve, edit, reject, respond, upstream's body,
 first decision wins (409 naming the winner), decision_id idempotency; the tickets inbox."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
+from django.db import connection
 
 from agents.models import Note
 from runs.models import AuditEntry, Decision, Run, Ticket
 from runs.services.runs import run_start
 from tests.api.conftest import APPROVAL, assert_error, bearer, token_for, user_in, waiting_run
 from tests.api.schema_check import conforms
-from tests.factories import call, scripted_agent
+from tests.factories import call, scripted_agent, user_with_role
 from tests.runs.helpers import drive, events
 
 pytestmark = pytest.mark.django_db
@@ -207,3 +210,41 @@ def test_tickets_inbox_filters_and_statuses(api):
         conforms(one, "GET", path + "/{ticket_id}").json()["decision"]["actor"]
         == "olga (token ops)"
     )
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_repeats_of_one_decision_id_all_get_the_first_result():
+    # a client retrying before its first request answered: the repeats lose the race for
+    # the ticket, but they are the same decision, so 200 with it, not 409
+    run = waiting_run()
+    ticket = pending(run)
+    raw = token_for(user_with_role("operator", "olga"), "ops")
+    clients = 8
+    barrier = threading.Barrier(clients)
+    responses: list[tuple[int, dict]] = []
+    lock = threading.Lock()
+
+    def post() -> None:
+        try:
+            barrier.wait()
+            response = bearer(raw).post(
+                TICKET_DECISION.format(ticket_id=ticket.pk),
+                {"action": "approve", "decision_id": "retry-1"},
+                format="json",
+            )
+            with lock:
+                responses.append((response.status_code, response.json()))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=post) for _ in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+
+    assert sorted(status for status, _ in responses) == [200] * (clients - 1) + [201], responses
+    assert len({body["id"] for _, body in responses}) == 1
+    assert Decision.objects.count() == 1
+    assert len(events(run, "ticket_decided")) == 1
