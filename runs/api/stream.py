@@ -14,7 +14,9 @@ Each event is one SSE message with `id: <seq>`; a client resumes with `Last-Even
 (or `?after_seq=`) and gets every later event exactly once. Comments keep idle
 connections alive. The stream closes after `run_finish` or `error` (unless
 `follow=true`, which keeps streaming while the run may resume), when the run is done
-and all its events were sent, or after MAX_STREAM_SECONDS (reconnect to go on).
+and all its events were sent, or after MAX_STREAM_SECONDS (reconnect to go on). An
+`error` with code `activation_interrupted` does not close it: the worker running the run
+stopped, and the run goes on from its last checkpoint in a new activation.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from runs import fanout
 from runs import permissions as perms
 from runs.models import Run, RunEvent
 from runs.realtime import run_group
-from runs.runtime.events import TERMINAL_EVENT_TYPES
+from runs.runtime.events import ends_run_stream
 from runs.services.errors import InvalidInput, NotFound
 
 from .base import ApiView, parse_uuid, validated
@@ -118,7 +120,7 @@ class EventStream:
             for event in events:
                 chunks.append(sse_message(event.as_frame()))
                 self.last_seq = event.seq
-                if event.event_type in TERMINAL_EVENT_TYPES and not self.follow:
+                if not self.follow and ends_run_stream(event.payload):
                     self.done = True
                     break
         if status == Run.Status.DONE and self.last_seq >= last_event_seq:
@@ -247,7 +249,7 @@ class EventStream:
                 continue
             chunks.append(sse_message(frame))
             self.last_seq = seq
-            if frame.get("event_type") in TERMINAL_EVENT_TYPES:
+            if ends_run_stream(frame):
                 if not self.follow:
                     self.done = True
                     break
@@ -312,7 +314,9 @@ class RunEventStreamView(SseView):
         "event JSON (as in /events). Resumes after `Last-Event-ID` (or `after_seq`) with no "
         "gap and no duplicate. Comment lines every 15 s keep the connection open. Closes "
         "after `run_finish` or `error` unless `follow=true` (then it goes on while the run "
-        "resumes, until it is done); also after 30 minutes: reconnect with Last-Event-ID.",
+        "resumes, until it is done), but not after an `error` with code "
+        "`activation_interrupted` (the run goes on from its last checkpoint); also after "
+        "30 minutes: reconnect with Last-Event-ID.",
         tags=["events"],
         parameters=[
             OpenApiParameter("run_id", OpenApiTypes.UUID, OpenApiParameter.PATH),

@@ -1,4 +1,4 @@
-"""AgentEvent constructors (REFERENCE §5). An event is a JSON dict with `event_type`.
+"""AgentEvent constructors (docs/run-model.md, "Events"): a JSON dict with `event_type`.
 
 Events are plain dicts so that what the loop emits is byte-for-byte what is stored,
 broadcast and served; these helpers keep the field names in one place.
@@ -13,6 +13,9 @@ from .types import TerminationReason, TokenUsage, ToolResult
 Event = dict[str, Any]
 
 TERMINAL_EVENT_TYPES = frozenset({"run_finish", "error"})
+# The `error` code that closes an activation whose worker stopped before it ended: the run
+# itself goes on from its last checkpoint in a new activation.
+ACTIVATION_INTERRUPTED = "activation_interrupted"
 # Token-level events that may be sent live without being persisted one by one.
 DELTA_EVENT_TYPES = frozenset({"text_delta", "reasoning_delta", "tool_call_delta"})
 
@@ -114,6 +117,18 @@ def error(message: str, code: str | None = None) -> Event:
     if code is not None:
         event["code"] = code
     return event
+
+
+def activation_interrupted(message: str) -> Event:
+    return error(message, ACTIVATION_INTERRUPTED)
+
+
+def ends_run_stream(event: Event) -> bool:
+    """Whether a client reading the run's events for its outcome stops after `event`: a
+    terminal event, but not an interrupted activation's, which the run outlives."""
+    return event["event_type"] in TERMINAL_EVENT_TYPES and event.get("code") != (
+        ACTIVATION_INTERRUPTED
+    )
 
 
 def coalesce_deltas(events: list[Event]) -> list[Event]:

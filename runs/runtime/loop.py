@@ -1,6 +1,6 @@
 """The agent loop: steps of inference and tool calls, suspension on tickets, durable resume.
 
-Ported from upstream's loop_runner (REFERENCE §1, §4, §5, §8.4) with SPEC §2's changes:
+Ported from upstream's loop_runner (docs/run-model.md) with this project's changes:
 append-only checkpoints that carry the events they describe (gap-free log), steps that do
 not reset on resume, and no in-process waiting: a run that suspends checkpoints as waiting
 and ends its activation; a later activation replays the decided calls.
@@ -12,7 +12,7 @@ import functools
 import json
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import jsonschema
@@ -163,7 +163,7 @@ class AgentRunResult:
 
 
 class RuntimeState:
-    """The run's in-process state and its persisted form (REFERENCE §8.5)."""
+    """The run's in-process state and its persisted form."""
 
     def __init__(
         self,
@@ -197,6 +197,30 @@ class RuntimeState:
         self.extensions[STATS_KEY] = self.stop_stats.to_json()
         return PersistedState(self.revision, dict(self.extensions))
 
+    def set_status(self, target: RunStatus, reason: str | None) -> None:
+        if not self.lifecycle.apply(target, reason, clear_reason=reason is None):
+            logger.error(
+                "run %s: skipping illegal lifecycle transition %s -> %s",
+                self.lifecycle.run_id,
+                self.lifecycle.status,
+                target,
+            )
+
+    def conclude(self, termination: TerminationReason) -> None:
+        """The lifecycle a run has once an activation ends with `termination`."""
+        if termination.type == TerminationReason.SUSPENDED:
+            if self.lifecycle.status is not RunStatus.WAITING:
+                self.set_status(RunStatus.WAITING, "suspended")
+        elif self.lifecycle.status is not RunStatus.DONE:
+            status, reason = termination.to_run_status()
+            self.set_status(status, reason)
+
+    def cancel_waiting_calls(self) -> None:
+        """Calls still waiting for a decision (or for their replay) end with the run."""
+        for call in list(self.tool_calls.values()):
+            if call.status in (ToolCallStatus.SUSPENDED, ToolCallStatus.RESUMING):
+                self.put_call(replace(call, status=ToolCallStatus.CANCELLED))
+
     def put_call(self, call: ToolCallState) -> None:
         current = self.tool_calls.get(call.call_id)
         if current is not None and not current.status.can_transition_to(call.status):
@@ -216,7 +240,7 @@ def prepare_resume(
     decisions: list[tuple[str, ToolCallResume]],
     mode_override: ToolCallResumeMode | None = None,
 ) -> None:
-    """Apply decisions to suspended calls, found by call id or suspension id (REFERENCE §4.5)."""
+    """Apply decisions to suspended calls, found by call id or suspension id."""
     for target, decision in decisions:
         call = state.tool_calls.get(target) or next(
             (c for c in state.tool_calls.values() if c.suspension_id == target), None
@@ -286,6 +310,34 @@ def model_visible_messages(messages: list[Message]) -> list[Message]:
     ):
         visible.pop()
     return visible
+
+
+def run_end_events(
+    identity: RunIdentity, state: RuntimeState, termination: TerminationReason, response: str
+) -> list[Event]:
+    """How a run's activation ends: the lifecycle `termination` leaves in `state`, its
+    `state_snapshot` (a new revision), then `run_finish` with the result and identity."""
+    state.conclude(termination)
+    lifecycle = state.lifecycle
+    result: dict[str, Any] = {"response": response, "status": lifecycle.status.value}
+    if lifecycle.status_reason is not None:
+        result["status_reason"] = lifecycle.status_reason
+    return [
+        ev.state_snapshot(state.export().to_json()),
+        ev.run_finish(identity.thread_id, identity.run_id, termination, result, identity.to_json()),
+    ]
+
+
+def end_without_activation(
+    identity: RunIdentity, persisted: PersistedState | None, termination: TerminationReason
+) -> tuple[PersistedState, list[Event]]:
+    """A run ended while no activation runs it (cancelled before it started or while it
+    waits): the state to persist and the events that end its log, as the loop's own end
+    would leave them. Its calls still waiting for a decision end with it."""
+    state = RuntimeState(identity.run_id, persisted)
+    state.cancel_waiting_calls()
+    events = run_end_events(identity, state, termination, "")
+    return PersistedState(state.revision, dict(state.extensions)), events
 
 
 class AgentLoop:
@@ -420,13 +472,7 @@ class AgentLoop:
         self.previous = record
 
     def _set_status(self, target: RunStatus, reason: str | None) -> None:
-        if not self.state.lifecycle.apply(target, reason, clear_reason=reason is None):
-            logger.error(
-                "run %s: skipping illegal lifecycle transition %s -> %s",
-                self.identity.run_id,
-                self.state.lifecycle.status,
-                target,
-            )
+        self.state.set_status(target, reason)
 
     # --- the run -----------------------------------------------------------------------------
 
@@ -462,30 +508,13 @@ class AgentLoop:
         return any(c.status is ToolCallStatus.SUSPENDED for c in self.state.tool_calls.values())
 
     def _finish(self, termination: TerminationReason) -> AgentRunResult:
-        if termination.type == TerminationReason.SUSPENDED:
-            if self.state.lifecycle.status is not RunStatus.WAITING:
-                self._set_status(RunStatus.WAITING, "suspended")
-        elif self.state.lifecycle.status is not RunStatus.DONE:
-            status, reason = termination.to_run_status()
-            self._set_status(status, reason)
-        lifecycle = self.state.lifecycle
         response = self._last_assistant_text()
         error_payload = (
             {"message": termination.value} if termination.type == TerminationReason.ERROR else None
         )
-        result: dict[str, Any] = {"response": response, "status": lifecycle.status.value}
-        if lifecycle.status_reason is not None:
-            result["status_reason"] = lifecycle.status_reason
-        self.emit(self._snapshot_event())
-        self.emit(
-            ev.run_finish(
-                self.identity.thread_id,
-                self.identity.run_id,
-                termination,
-                result,
-                self.identity.to_json(),
-            )
-        )
+        for event in run_end_events(self.identity, self.state, termination, response):
+            self.emit(event)
+        lifecycle = self.state.lifecycle
         self._checkpoint(termination, response or None, error_payload)
         return AgentRunResult(
             run_id=self.identity.run_id,
@@ -852,7 +881,7 @@ class AgentLoop:
             return ToolResult.error(call.name, f"Tool '{call.name}' returned no result")
         return result
 
-    # --- resume (REFERENCE §4.6) ------------------------------------------------------------------
+    # --- resume: report rejected calls, then replay the decided ones ------------------------------
 
     def _replay_resumed_calls(self) -> TerminationReason | None:
         calls = self.state.tool_calls

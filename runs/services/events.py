@@ -36,7 +36,7 @@ def run_summary(run: Run) -> dict[str, Any]:
 
 
 def run_identity(run: Run) -> RunIdentity:
-    """Who the run is, as its `run_start` events say (REFERENCE §5)."""
+    """Who the run is, as its `run_start` events say."""
     parent = run.parent_run if run.parent_run_id else None
     return RunIdentity(
         thread_id=str(run.thread_id),
@@ -123,8 +123,35 @@ def events_append(
     return rows
 
 
+# Appended to a run's log between its activations (after one ended, before the next).
+BETWEEN_ACTIVATIONS_EVENT_TYPES = frozenset({"ticket_decided"})
+
+
+def activation_close_interrupted(run: Run, message: str) -> bool:
+    """Close the activation a worker left open in the log when it stopped before the
+    activation's end: an `error` (code `activation_interrupted`) after its last event,
+    so the next activation's `run_start` follows a closed one. True if it was open.
+
+    `run` is a running run whose row the caller locked in this transaction (the recovery
+    that makes it claimable again), with its `last_event_seq`. Open means the log's last
+    event is neither an activation's end nor one that comes after it; one indexed read.
+    An activation that never checkpointed left nothing of its own, so nothing is closed
+    (except the first one, whose `run_start` the submission wrote for it)."""
+    if run.status != RunStatus.RUNNING or not run.last_event_seq:
+        return False
+    last = (
+        RunEvent.objects.filter(run_id=run.pk, seq=run.last_event_seq)
+        .values_list("event_type", flat=True)
+        .first()
+    )
+    if last is None or last in ev.TERMINAL_EVENT_TYPES or last in BETWEEN_ACTIVATIONS_EVENT_TYPES:
+        return False
+    events_append(run, [ev.activation_interrupted(message)])
+    return True
+
+
 def thread_projection(run: Run) -> dict[str, Any]:
-    """REFERENCE §2.6: the thread's latest/active/open run pointers for the run's status."""
+    """The thread's latest/active/open run pointers for the run's status (docs/run-model.md)."""
     updates: dict[str, Any] = {"latest_run": run.pk, "updated_at": timezone.now()}
     if run.status == RunStatus.CREATED:
         updates.update(active_run=None, open_run=run.pk)

@@ -51,7 +51,13 @@ from runs.runtime.ports import (
 from runs.services import stats
 from runs.services.dispatch import run_dispatch
 from runs.services.errors import ServiceError
-from runs.services.events import apply_thread_projection, events_append, run_identity
+from runs.services.events import (
+    RUN_ROW_FIELDS,
+    activation_close_interrupted,
+    apply_thread_projection,
+    events_append,
+    run_identity,
+)
 from runs.services.runs import run_request_cancel_flag
 from runs.services.tickets import decision_submit, tickets_close_open
 from runs.sql import update_returning
@@ -104,7 +110,9 @@ def run_claim(*, run_id: Any, worker: str) -> Run | None:
     with transaction.atomic(savepoint=False):
         run = update_returning(
             open_runs.filter(due=True).filter(
-                Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=Now())
+                Q(lease_expires_at__isnull=True)
+                # a running run whose lease expired is a recovery (below)
+                | (Q(lease_expires_at__lt=Now()) & ~Q(status=Run.Status.RUNNING))
             ),
             take,
             extra=AGENT_SLUG,
@@ -115,6 +123,8 @@ def run_claim(*, run_id: Any, worker: str) -> Run | None:
                 {**take, "recoveries": F("recoveries") + 1},
                 extra=AGENT_SLUG,
             )
+            if run is not None:
+                activation_close_interrupted(run, LEASE_EXPIRED)
         if run is not None:
             # the agent as it is named now (only its slug is loaded)
             slug = run.agent_slug  # type: ignore[attr-defined]
@@ -123,15 +133,39 @@ def run_claim(*, run_id: Any, worker: str) -> Run | None:
         return run
 
 
-def run_release(*, run_id: Any, attempt: int) -> None:
+# Why an activation ended without its `run_finish` (the `activation_interrupted` error).
+LEASE_EXPIRED = (
+    "activation interrupted: its worker stopped renewing the lease (killed, or cut off); "
+    "the run resumes from its last checkpoint"
+)
+SEGMENT_STOPPED = (
+    "activation interrupted: its worker stopped it before the end (shutting down); "
+    "the run resumes from its last checkpoint"
+)
+
+
+def run_release(*, run_id: Any, attempt: int, interrupted: str | None = None) -> None:
     """Give up the lease; ring again if decisions arrived while we held it, or if the
-    segment was interrupted (the worker is shutting down) before the run settled."""
+    segment was interrupted (the worker is shutting down) before the run settled.
+
+    `interrupted` (why) for a segment that ended without returning: the activation it
+    left open in the log is closed with the release, in one transaction, so the next
+    activation's `run_start` follows a closed one."""
     held = Run.objects.filter(pk=run_id, attempt=attempt).exclude(status=Run.Status.DONE)
-    released = held.update(
-        lease_owner="",
-        lease_expires_at=None,
-        due=Case(When(status=Run.Status.RUNNING, then=Value(True)), default=F("due")),
-    )
+    release = {
+        "lease_owner": "",
+        "lease_expires_at": None,
+        "due": Case(When(status=Run.Status.RUNNING, then=Value(True)), default=F("due")),
+    }
+    if interrupted is not None:
+        with transaction.atomic():
+            run = update_returning(held, release, (*RUN_ROW_FIELDS, "due"))
+            if run is not None:
+                activation_close_interrupted(run, interrupted)
+        if run is not None and run.due:
+            run_dispatch(run_id)
+        return
+    released = held.update(**release)
     # a finished run's last checkpoint already gave the lease up: nothing can be due
     if released and Run.objects.filter(pk=run_id, due=True).exists():
         run_dispatch(run_id)
@@ -287,11 +321,14 @@ def run_advance(*, run_id: Any, worker: str | None = None) -> str:
     attempt = run.attempt
     outcome = "finished"
     settled = False  # the last checkpoint ended the run and gave its lease up
+    # set while the segment has not returned: its activation has no end in the log yet
+    interrupted: str | None = SEGMENT_STOPPED
     try:
         if failure is not None:
             raise failure
         assert segment is not None
         result = segment.execute()
+        interrupted = None
         outcome = str(result.status)
         settled = result.status.durable_run_status(result.termination) is rt.RunStatus.DONE
     except LeaseLostError:
@@ -301,6 +338,7 @@ def run_advance(*, run_id: Any, worker: str | None = None) -> str:
         logger.error("run %s: %s; it will be retried", run_id, exc)
         Run.objects.filter(pk=run_id, attempt=attempt).update(due=True)
         outcome = "conflict"
+        interrupted = f"activation interrupted: {exc}; the run resumes from its last checkpoint"
     except (OperationalError, InterfaceError) as exc:
         # a restart, failover or killed connection: the step in progress is lost, not the
         # run; it is due again below (or, if the database is still away, when its lease
@@ -308,6 +346,10 @@ def run_advance(*, run_id: Any, worker: str | None = None) -> str:
         logger.warning("run %s: lost the database mid-segment: %s", run_id, exc)
         connection.close()  # the next query connects afresh
         outcome = "interrupted"
+        interrupted = (
+            "activation interrupted: its worker lost the database; "
+            "the run resumes from its last checkpoint"
+        )
         if _count_recovery(run_id, attempt) > settings.AWAKEN_MAX_ATTEMPTS:
             run_fail(
                 run_id=run_id,
@@ -326,7 +368,7 @@ def run_advance(*, run_id: Any, worker: str | None = None) -> str:
         outcome = "failed"
     finally:
         if not settled:
-            run_release(run_id=run_id, attempt=attempt)
+            run_release(run_id=run_id, attempt=attempt, interrupted=interrupted)
     if run.parent_run_id:
         run_notify_parent(run_id=run_id)
     return outcome
@@ -373,7 +415,7 @@ def run_fail(*, run_id: Any, attempt: int | None, message: str) -> bool:
     return True
 
 
-# --- delegation (SPEC §2.2: child runs are durable) ----------------------------------------------
+# --- delegation (child runs are durable) ---------------------------------------------------------
 
 
 def _child_result(child: Run) -> BackendRunResult:
@@ -414,6 +456,7 @@ def _delegate_runner(parent: Run, attempt: int, worker: str) -> Any:
         claimed = run_claim(run_id=child.pk, worker=worker)
         if claimed is None:
             return _child_result(Run.objects.select_related("agent").get(pk=child.pk))
+        interrupted: str | None = SEGMENT_STOPPED  # until the child's segment returns
         try:
             child = Run.objects.select_related("agent", "agent_version", "parent_run").get(
                 pk=child.pk
@@ -440,8 +483,9 @@ def _delegate_runner(parent: Run, attempt: int, worker: str) -> Any:
                         identity=run_identity(child),
                     )
                 )
+            interrupted = None
         finally:
-            run_release(run_id=child.pk, attempt=claimed.attempt)
+            run_release(run_id=child.pk, attempt=claimed.attempt, interrupted=interrupted)
         return result
 
     return run_delegate
@@ -530,12 +574,21 @@ def runs_sweep(*, now: dt.datetime | None = None) -> dict[str, int]:
             ):
                 counts["given_up"] += 1
             continue
-        taken = Run.objects.filter(pk=run_id, lease_expires_at__lt=Now()).update(
-            due=True, lease_owner="", lease_expires_at=None, recoveries=F("recoveries") + 1
-        )
-        if taken:
-            counts["recovered"] += 1
-            run_dispatch(run_id)
+        with transaction.atomic():  # due again, its dead worker's activation closed
+            taken = update_returning(
+                Run.objects.filter(pk=run_id, lease_expires_at__lt=Now()),
+                {
+                    "due": True,
+                    "lease_owner": "",
+                    "lease_expires_at": None,
+                    "recoveries": F("recoveries") + 1,
+                },
+                RUN_ROW_FIELDS,
+            )
+            if taken is not None:
+                activation_close_interrupted(taken, LEASE_EXPIRED)
+                counts["recovered"] += 1
+                run_dispatch(run_id)
     stale = now - dt.timedelta(seconds=max(settings.AWAKEN_SWEEP_SECONDS * 2, 2))
     due = (
         Run.objects.filter(due=True, lease_expires_at__isnull=True)
@@ -550,7 +603,7 @@ def runs_sweep(*, now: dt.datetime | None = None) -> dict[str, int]:
 
 
 def tickets_expire(*, now: dt.datetime) -> int:
-    """Apply each overdue ticket's default action as a decision by the system (SPEC §2.7)."""
+    """Apply each overdue ticket's default action as a decision by the system."""
     expired = 0
     overdue = Ticket.objects.filter(status=Ticket.Status.PENDING, deadline_at__lt=now)
     for ticket in overdue.select_related("tool_call")[:500]:

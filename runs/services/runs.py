@@ -11,10 +11,10 @@ from django.utils import timezone
 from agents.models import Agent
 from agents.pricing import price_snapshot
 from agents.services import agent_version_current
-from runs.jsonsafe import NUL
+from runs.jsonsafe import unstorable_in
 from runs.models import Message, Run, Thread, Ticket, ToolCall
-from runs.runtime import events as ev
 from runs.runtime import types as rt
+from runs.runtime.loop import end_without_activation
 from runs.services import stats
 from runs.services.audit import SYSTEM, Actor, audit_record
 from runs.services.dispatch import enqueue_on_commit, run_dispatch
@@ -22,6 +22,7 @@ from runs.services.errors import IllegalTransition, InvalidInput
 from runs.services.events import (
     apply_thread_projection,
     events_append,
+    run_identity,
     run_start_event,
     thread_projection,
 )
@@ -62,8 +63,9 @@ def normalize_input_messages(messages: Any) -> list[rt.Message]:
         else:
             raise InvalidInput(f"{where}.content must be a string or a list of text blocks")
         text = "".join(b["text"] for b in blocks)
-        if NUL in text:
-            raise InvalidInput(f"{where}.content contains a NUL character (\\u0000)")
+        unstorable = unstorable_in(text)
+        if unstorable:
+            raise InvalidInput(f"{where}.content contains {unstorable}")
         if not text.strip():
             raise InvalidInput(f"{where}.content is empty")
         if len(text) > MAX_MESSAGE_CHARS:
@@ -258,7 +260,7 @@ def _run_continue(run: Run, thread: Thread, messages: list[rt.Message]) -> Run:
 
 @transaction.atomic
 def run_cancel(*, run: Run, actor: Actor = SYSTEM) -> Run:
-    """Cancel means done (SPEC §2.4): a run nobody executes ends `cancelled` now; a running
+    """Cancel means done: a run nobody executes ends `cancelled` now; a running
     one is asked to stop cooperatively. Open tickets close, child runs are cancelled."""
     run = Run.objects.select_for_update().get(pk=run.pk)
     if run.status == Run.Status.DONE:
@@ -295,6 +297,11 @@ def _finish_cancelled(run: Run, now: Any) -> None:
         run=run, status__in=[ToolCall.Status.SUSPENDED, ToolCall.Status.RESUMING]
     ).update(status=ToolCall.Status.CANCELLED, updated_at=now)
     termination = rt.TerminationReason.cancelled()
+    # the state and the log end as the loop's own cancellation leaves them
+    state, end_events = end_without_activation(
+        run_identity(run), rt.PersistedState.from_json(run.state), termination
+    )
+    run.state = state.to_json()
     run.status = Run.Status.DONE
     run.status_reason = "cancelled"
     run.termination_reason = termination.to_json()
@@ -305,6 +312,7 @@ def _finish_cancelled(run: Run, now: Any) -> None:
     run.updated_at = now
     run.save(
         update_fields=[
+            "state",
             "status",
             "status_reason",
             "termination_reason",
@@ -317,19 +325,7 @@ def _finish_cancelled(run: Run, now: Any) -> None:
         ]
     )
     stats.run_finished(run)
-    events_append(
-        run,
-        [
-            ev.state_snapshot(run.state or rt.PersistedState().to_json()),
-            ev.run_finish(
-                str(run.thread_id),
-                str(run.pk),
-                termination,
-                {"response": "", "status": "done", "status_reason": "cancelled"},
-            ),
-        ],
-        now=now,
-    )
+    events_append(run, end_events, now=now)
     apply_thread_projection(run)
 
 

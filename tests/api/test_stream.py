@@ -142,6 +142,25 @@ def test_without_follow_a_waiting_run_closes_after_its_run_finish(api):
     assert events[-1]["termination"] == {"type": "suspended"}
 
 
+def test_without_follow_an_interrupted_activation_does_not_close_the_stream(api):
+    from runs.services.execution import run_claim, runs_sweep
+    from tests.runs.helpers import expire_lease
+
+    run = run_start(agent=scripted_agent([{"text": "made it"}]), messages="go")
+    assert run_claim(run_id=run.pk, worker="dies") is not None
+    expire_lease(run)
+    assert runs_sweep()["recovered"] == 1  # closes the dead worker's activation
+    reader = Reader(api.get(url(run)))
+    first = reader.events(2)
+    assert [e["event_type"] for e in first] == ["run_start", "error"]
+    assert first[-1]["code"] == "activation_interrupted"
+    drive(run)  # the run goes on in a new activation, and the client sees its end
+    rest = reader.events()
+    assert reader.ended
+    assert rest[0]["event_type"] == "run_start"
+    assert rest[-1]["event_type"] == "run_finish" and rest[-1]["result"]["status"] == "done"
+
+
 def test_follow_keeps_streaming_while_the_run_resumes(api):
     run = waiting_run()
     reader = Reader(api.get(url(run), {"follow": "true"}))

@@ -23,6 +23,7 @@ from runs.services.tickets import decision_submit
 from tests.factories import call, scripted_agent
 from tests.integration.conftest import redis_restart
 from tests.processes import free_port, wait_for
+from tests.runs.helpers import activations, assert_activations_closed, events
 
 APPROVAL = {"default_behavior": "allow", "rules": [{"tool": "write_note", "behavior": "ask"}]}
 
@@ -82,26 +83,57 @@ def run_in_slow_tool(seconds: float, inside: float) -> Run:
 
 
 def finished_once(run: Run, log: str) -> Run:
-    """Wait for the run; it ended naturally with one tool call, one of each message and a
-    gap-free log."""
+    """Wait for the run; it ended naturally with one tool call, one of each message, a
+    gap-free log and every activation in it closed."""
     wait_for(lambda: Run.objects.get(pk=run.pk).status == "done", 60, "the run to finish")
     run.refresh_from_db()
     assert (run.status_reason, run.final_output) == ("natural", "woke up"), log[-3000:]
     assert ToolCall.objects.get(run=run).status == "succeeded"
     assert messages_contiguous(run) == ["user", "assistant", "tool", "assistant"]
     assert gap_free(run)
+    assert_activations_closed(run)
     return run
 
 
 def test_a_worker_killed_in_a_slow_tool_is_replaced_without_duplicates(processes):
     first = processes("worker", "doomed")
     processes("beat")
+    stepped = run_start(  # killed in its second step, after its first one's checkpoint
+        agent=scripted_agent(
+            [
+                {"text": "", "tool_calls": [call("calculator", {"expression": "6*7"})]},
+                {"text": "waiting", "tool_calls": [call("sleep", {"seconds": 3})]},
+                {"text": "woke up"},
+            ],
+            tools=["calculator", "sleep"],
+        ),
+        messages="one step, then take your time",
+    )
     run = run_in_slow_tool(3, inside=1.0)
+    wait_for(lambda: Run.objects.filter(pk=stepped.pk, steps=1).exists(), 20, "a first step")
     first.kill()
     replacement = processes("worker", "replacement")
     run = finished_once(run, replacement.log())
     assert run.recoveries == 1
-    assert RunEvent.objects.filter(run=run, event_type="run_start").count() == 1
+    # the killed activation is closed before the replacement's starts
+    assert activations(run)[0] == ["run_start", "error"]
+    assert [e["code"] for e in events(run, "error")] == ["activation_interrupted"]
+    assert len(activations(run)) == 2
+
+    wait_for(lambda: Run.objects.get(pk=stepped.pk).status == "done", 60, "the other run")
+    stepped.refresh_from_db()
+    assert (stepped.status_reason, stepped.final_output, stepped.recoveries) == (
+        "natural",
+        "woke up",
+        1,
+    )
+    killed, resumed = activations(stepped)
+    assert killed[0] == "run_start" and killed[-2:] == ["step_end", "error"]
+    assert resumed[0] == "run_start" and resumed[-2:] == ["state_snapshot", "run_finish"]
+    assert [e["code"] for e in events(stepped, "error")] == ["activation_interrupted"]
+    assert len(events(stepped, "run_start")) == 2 and len(events(stepped, "run_finish")) == 1
+    assert messages_contiguous(stepped) == ["user", *["assistant", "tool"] * 2, "assistant"]
+    assert gap_free(stepped)
 
 
 @pytest.mark.parametrize("group", [False, True], ids=["main-process", "process-group"])
@@ -178,6 +210,7 @@ def test_runs_waiting_and_running_finish_after_redis_restarts(processes):
         run.refresh_from_db()
         assert run.status_reason == "natural", (run.pk, run.status_reason, run.error_payload)
         assert gap_free(run)
+        assert_activations_closed(run)
         assert not ToolCall.objects.filter(run=run).exclude(status="succeeded").exists()
     assert Note.objects.count() == 3
 

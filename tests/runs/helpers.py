@@ -6,6 +6,7 @@ from typing import Any
 from django.utils import timezone
 
 from runs.models import Run, RunEvent
+from runs.runtime.events import TERMINAL_EVENT_TYPES
 from runs.services.execution import run_advance
 
 
@@ -42,3 +43,21 @@ def assert_gap_free(run: Run) -> None:
 def expire_lease(run: Run) -> None:
     """What time does to a dead worker's lease."""
     Run.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() - dt.timedelta(seconds=1))
+
+
+def activations(run: Run) -> list[list[str]]:
+    """The run's event types, one list per activation (each from its `run_start`)."""
+    split: list[list[str]] = []
+    for kind in event_types(run):
+        if kind == "run_start" or not split:
+            split.append([])
+        split[-1].append(kind)
+    return split
+
+
+def assert_activations_closed(run: Run) -> None:
+    """Every `run_start` in the log is followed by a closing event before the next one (an
+    interrupted activation's is an `error` with code `activation_interrupted`)."""
+    for activation in activations(run):
+        assert activation[0] == "run_start", activation
+        assert any(kind in TERMINAL_EVENT_TYPES for kind in activation), activation

@@ -21,7 +21,14 @@ from runs.services.runs import run_cancel, run_start
 from runs.services.tickets import decision_submit
 from runs.store import OrmCheckpointStore
 from tests.factories import call, publish, scripted_agent
-from tests.runs.helpers import assert_gap_free, drive, events, expire_lease
+from tests.runs.helpers import (
+    activations,
+    assert_activations_closed,
+    assert_gap_free,
+    drive,
+    events,
+    expire_lease,
+)
 
 
 @pytest.mark.django_db
@@ -55,6 +62,105 @@ def test_sweep_recovers_a_dead_workers_run_and_gives_up_on_a_poison_run(settings
     run.refresh_from_db()
     assert (run.status, run.status_reason) == ("done", "error")
     assert "gave up after 2 worker crashes" in run.error_payload["message"]
+    assert_gap_free(run)
+
+
+class WorkerKilled(BaseException):
+    """What SIGKILL does to a segment: it stops there, and nothing after it runs."""
+
+
+def kill_at_checkpoint(monkeypatch, number: int, kill: type[BaseException] = WorkerKilled) -> None:
+    """The segment dies when it reaches its `number`th checkpoint (1: before any)."""
+    real = OrmCheckpointStore.checkpoint
+    reached = [0]
+
+    def checkpoint(store, checkpoint):  # type: ignore[no-untyped-def]
+        reached[0] += 1
+        if reached[0] == number:
+            raise kill
+        real(store, checkpoint)
+
+    monkeypatch.setattr(OrmCheckpointStore, "checkpoint", checkpoint)
+
+
+TWO_STEPS = [
+    {"text": "", "tool_calls": [call("calculator", {"expression": "6*7"})]},
+    {"text": "42"},
+]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("recovery", ["sweep", "redelivered-task"])
+@pytest.mark.parametrize("killed_at", [1, 2], ids=["before-a-checkpoint", "after-a-step"])
+def test_a_killed_activation_is_closed_before_the_next_one_starts(monkeypatch, recovery, killed_at):
+    run = run_start(agent=scripted_agent(TWO_STEPS), messages="6*7?")
+    claimed = run_claim(run_id=run.pk, worker="doomed")
+    kill_at_checkpoint(monkeypatch, killed_at)
+    with pytest.raises(WorkerKilled):
+        run_execute(run=claimed, worker="doomed")
+    monkeypatch.undo()
+    expire_lease(run)
+    if recovery == "sweep":
+        assert runs_sweep()["recovered"] == 1
+        # closed with the recovery, before any worker claims the run again
+        assert activations(run)[-1][-1] == "error"
+    else:  # the dead worker's task, delivered again, finds the run's lease expired
+        assert run_advance(run_id=run.pk, worker="w2") == "completed"
+    run = drive(run)
+    assert (run.status_reason, run.final_output) == ("natural", "42")
+    first, second = activations(run)
+    assert first[-1] == "error"
+    assert first[-2] == ("run_start" if killed_at == 1 else "step_end")
+    assert events(run, "error") == [
+        {
+            "event_type": "error",
+            "message": events(run, "error")[0]["message"],
+            "code": "activation_interrupted",
+        }
+    ]
+    assert second[0] == "run_start" and second[-2:] == ["state_snapshot", "run_finish"]
+    assert len(events(run, "run_start")) == 2
+    assert_activations_closed(run)
+    assert_gap_free(run)
+
+
+@pytest.mark.django_db
+def test_a_segment_stopped_by_its_worker_shutting_down_closes_its_activation(monkeypatch):
+    run = run_start(agent=scripted_agent(TWO_STEPS), messages="6*7?")
+    kill_at_checkpoint(monkeypatch, 2, kill=SystemExit)  # warm shutdown of a pool child
+    with pytest.raises(SystemExit):
+        run_advance(run_id=run.pk, worker="stopping")
+    monkeypatch.undo()
+    run.refresh_from_db()
+    assert (run.status, run.due, run.lease_owner) == ("running", True, "")
+    assert activations(run)[0][-2:] == ["step_end", "error"]
+    run = drive(run)
+    assert run.status_reason == "natural"
+    assert len(activations(run)) == 2
+    assert_activations_closed(run)
+    assert_gap_free(run)
+
+
+@pytest.mark.django_db
+def test_recovering_a_run_whose_activation_never_reached_the_log_adds_no_closing_event():
+    agent = scripted_agent(
+        [{"text": "", "tool_calls": [call("write_note", {"title": "t", "body": "b"})]}],
+        permission={
+            "default_behavior": "allow",
+            "rules": [{"tool": "write_note", "behavior": "ask"}],
+        },
+    )
+    run = drive(run_start(agent=agent, messages="note"))
+    decision_submit(ticket=Ticket.objects.get(run=run), action="reject")
+    before = RunEvent.objects.filter(run=run).count()
+    assert run_claim(run_id=run.pk, worker="doomed") is not None  # dies before a checkpoint
+    expire_lease(run)
+    assert runs_sweep()["recovered"] == 1
+    assert RunEvent.objects.filter(run=run).count() == before  # nothing of it was logged
+    run = drive(run)
+    assert run.status == "done"
+    assert not events(run, "error")
+    assert_activations_closed(run)
     assert_gap_free(run)
 
 
@@ -107,6 +213,11 @@ def test_losing_the_database_mid_segment_loses_the_step_not_the_run(monkeypatch)
     run.refresh_from_db()
     assert (run.status_reason, run.final_output) == ("natural", "hello")
     assert Message.objects.filter(thread=run.thread).count() == 2
+    # the interrupted activation is closed before the next one starts
+    first, second = activations(run)
+    assert first == ["run_start", "error"]
+    assert events(run, "error")[0]["code"] == "activation_interrupted"
+    assert second[0] == "run_start" and second[-1] == "run_finish"
     assert_gap_free(run)
 
 

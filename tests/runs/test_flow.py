@@ -267,6 +267,86 @@ def test_cancel_while_waiting_ends_done_cancelled_and_closes_tickets():
     assert_gap_free(run)
 
 
+def loop_cancelled_run() -> Run:
+    """A run the loop itself cancels (its worker saw the request before its first step)."""
+    from runs.services.execution import run_claim, run_execute
+
+    run = start(scripted_agent([{"text": "never said"}]))
+    claimed = run_claim(run_id=run.pk, worker="w1")
+    run_cancel(run=run)
+    run_execute(run=claimed, worker="w1")
+    run.refresh_from_db()
+    assert (run.status, run.status_reason) == ("done", "cancelled")
+    return run
+
+
+LIFECYCLE = "__runtime.run_lifecycle"
+TOOL_CALLS = "__runtime.tool_call_states"
+
+
+def test_cancelling_a_waiting_run_ends_its_state_and_log_as_the_loop_would():
+    from runs.services.events import run_identity
+
+    reference = loop_cancelled_run()
+    run = waiting_run()
+    waiting_state = run.state
+    assert waiting_state["extensions"][LIFECYCLE]["status"] == "waiting"
+    run_cancel(run=run)
+    run.refresh_from_db()
+
+    # the persisted state and its snapshot say the run ended cancelled, as the loop's do
+    snapshot = events(run, "state_snapshot")[-1]["snapshot"]
+    assert snapshot == run.state
+    assert events(reference, "state_snapshot")[-1]["snapshot"] == reference.state
+    assert run.state["revision"] == waiting_state["revision"] + 1
+    lifecycle = run.state["extensions"][LIFECYCLE]
+    expected = reference.state["extensions"][LIFECYCLE]
+    assert (lifecycle["status"], lifecycle["status_reason"]) == ("done", "cancelled")
+    assert (lifecycle["status"], lifecycle["status_reason"]) == (
+        expected["status"],
+        expected["status_reason"],
+    )
+    assert lifecycle["step_count"] == run.steps
+    assert set(reference.state["extensions"]) <= set(run.state["extensions"])
+    calls = run.state["extensions"][TOOL_CALLS]["calls"]
+    assert [call["status"] for call in calls.values()] == ["cancelled"]
+    assert list(ToolCall.objects.filter(run=run).values_list("status", flat=True)) == ["cancelled"]
+
+    # its run_finish has the fields of every other one, identity included
+    finish = events(run, "run_finish")[-1]
+    expected_finish = events(reference, "run_finish")[-1]
+    assert finish.keys() == expected_finish.keys()
+    assert finish["identity"] == run_identity(run).to_json()
+    assert expected_finish["identity"] == run_identity(reference).to_json()
+    first_start = events(run, "run_start")[0]["identity"]
+    assert {**finish["identity"], "run_mode": "foreground"} == {
+        **first_start,
+        "run_mode": "foreground",
+    }
+    assert finish["termination"] == expected_finish["termination"] == {"type": "cancelled"}
+    assert (
+        finish["result"]
+        == expected_finish["result"]
+        == {
+            "response": "",
+            "status": "done",
+            "status_reason": "cancelled",
+        }
+    )
+    assert_gap_free(run)
+
+
+def test_cancelling_a_created_run_persists_a_cancelled_state():
+    run = start(scripted_agent([{"text": "never"}]))
+    run_cancel(run=run)
+    run.refresh_from_db()
+    lifecycle = run.state["extensions"][LIFECYCLE]
+    assert (lifecycle["status"], lifecycle["status_reason"]) == ("done", "cancelled")
+    assert events(run, "state_snapshot")[-1]["snapshot"] == run.state
+    assert "identity" in events(run, "run_finish")[-1]
+    assert event_types(run) == ["run_start", *FINISH]
+
+
 def test_cancel_of_a_created_run_finishes_it_without_a_worker():
     run = start(scripted_agent([{"text": "never"}]))
     run_cancel(run=run)
@@ -467,4 +547,35 @@ def test_nul_characters_in_operator_input_are_refused():
     run = waiting_run()
     with pytest.raises(InvalidInput, match="NUL"):
         decision_submit(ticket=pending_ticket(run), action="reject", comment="no\x00")
+    assert pending_ticket(run).status == "pending"
+
+
+def test_lone_surrogates_from_a_tool_are_stored_replaced_like_nul(monkeypatch):
+    # PostgreSQL cannot store a lone surrogate (not encodable as UTF-8) any more than NUL
+    from agents.tools.builtin import CurrentTimeTool
+    from runs.runtime.types import ToolResult
+
+    monkeypatch.setattr(
+        CurrentTimeTool,
+        "execute",
+        lambda self, arguments, ctx: ToolResult.success("current_time", "half\ud800pair"),
+    )
+    agent = scripted_agent(
+        [{"text": "", "tool_calls": [call("current_time", {})]}, {"text": "ok"}],
+        tools=["current_time"],
+    )
+    run = drive(start(agent))
+    assert run.status_reason == "natural"
+    assert events(run, "tool_call_done")[0]["result"]["data"] == "half\ufffdpair"
+    assert_gap_free(run)
+
+
+def test_lone_surrogates_in_operator_input_are_refused():
+    with pytest.raises(InvalidInput, match="lone surrogates"):
+        start(scripted_agent([{"text": "x"}]), "hello\udc00there")
+    run = waiting_run()
+    with pytest.raises(InvalidInput, match="lone surrogates"):
+        decision_submit(ticket=pending_ticket(run), action="reject", comment="no\ud800")
+    with pytest.raises(InvalidInput, match="lone surrogates"):
+        decision_submit(ticket=pending_ticket(run), action="respond", payload={"\ud800": 1})
     assert pending_ticket(run).status == "pending"
