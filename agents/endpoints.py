@@ -139,7 +139,7 @@ def endpoint_config_errors(
 
 
 def endpoint_mapping(endpoint: RemoteEndpoint, *, token: str | None) -> dict[str, Any]:
-    """The endpoint as upstream's RemoteEndpoint JSON (REFERENCE §6.3)."""
+    """The endpoint as upstream's RemoteEndpoint JSON (docs/run-model.md)."""
     options: dict[str, Any] = {"poll_interval_ms": endpoint.poll_interval_ms}
     if endpoint.history_length is not None:
         options["history_length"] = endpoint.history_length
@@ -171,17 +171,20 @@ class HealthResult:
     card_name: str = ""
     error: str = ""
     card: dict[str, Any] | None = None
+    transport: str = ""  # the binding and URL runs use, e.g. "JSONRPC at https://…/rpc"
 
     @property
     def summary(self) -> str:
         if self.ok:
-            return f"healthy: agent card '{self.card_name}'"
+            return f"healthy: agent card '{self.card_name}' over {self.transport}"
         return f"failing: {self.error}"
 
 
 def endpoint_check_health(endpoint: RemoteEndpoint) -> HealthResult:
-    """Fetch the agent card (a2a-sdk card resolver, through the SSRF guard) and record
-    the endpoint's health."""
+    """Fetch the agent card (a2a-sdk card resolver, through the SSRF guard), choose the
+    transport runs would use and make one cheap call over it, and record the endpoint's
+    health. A card alone proves little: a remote whose card offers no binding this client
+    speaks, or whose interface does not answer its binding, fails every run."""
     at = timezone.now()
     errors = endpoint_config_errors(endpoint)
     if errors:
@@ -191,11 +194,17 @@ def endpoint_check_health(endpoint: RemoteEndpoint) -> HealthResult:
     else:
         config = endpoint_config(endpoint)
         try:
-            card = A2ABackend(config).agent_card()
+            checked = A2ABackend(config).check()
         except Exception as exc:
             result = HealthResult(ok=False, error=describe_error(config, exc))
         else:
-            result = HealthResult(ok=True, card_name=str(card.get("name") or ""), card=card)
+            card, transport = checked["card"], checked["transport"]
+            result = HealthResult(
+                ok=True,
+                card_name=str(card.get("name") or ""),
+                card=card,
+                transport=f"{transport['binding']} at {transport['url']}",
+            )
     endpoint_record_health(endpoint_id=endpoint.pk, ok=result.ok, error=result.error, at=at)
     logger.info("endpoint %s health check: %s", endpoint.slug, result.summary)
     return result
@@ -212,6 +221,7 @@ def endpoint_health_check(*, endpoint: RemoteEndpoint, actor: Actor) -> HealthRe
         after={
             "health": Health.HEALTHY if result.ok else Health.FAILING,
             "card_name": result.card_name,
+            "transport": result.transport,
             "error": result.error,
         },
     )
@@ -242,7 +252,7 @@ def endpoint_backend_for_spec(spec: dict[str, Any]) -> A2ABackend | None:
     return A2ABackend(config, model=model, on_health=on_health)
 
 
-# --- cancel means done, remote task included (SPEC §2.4) -------------------------------------------
+# --- cancel means done, remote task included -------------------------------------------------------
 
 
 def run_abort_remote(*, run_id: Any) -> str | None:

@@ -1,8 +1,14 @@
 """A real A2A agent server for tests, built with a2a-sdk's server side.
 
 `A2AServer` serves an `AgentExecutor` through the SDK's request handler and its Starlette
-REST (HTTP+JSON, protocol 1.0) and agent-card routes, with uvicorn in a background thread on
-127.0.0.1 and an ephemeral port. What the agent does is chosen by the first word of the
+agent-card routes and protocol routes, with uvicorn in a background thread on 127.0.0.1 and
+an ephemeral port. `bindings` chooses the protocol bindings it speaks, in the order its card
+lists them (the first is its preferred one): `HTTP+JSON` (REST, protocol 1.0, at the base
+URL) and `JSONRPC` (protocol 1.0, posted to `<base URL>/rpc`, so a client that ignores the
+card's interface URL misses it). `interfaces` replaces what the card advertises
+("{base_url}" in their URLs stands for the server's), and `legacy_card` serves a protocol
+0.3 card (`url`, `preferredTransport`, `additionalInterfaces`) with the JSON-RPC route
+answering 0.3 requests as well. What the agent does is chosen by the first word of the
 user's message:
 
 - `reply <text>`    completes the task with `<text>` as a text artifact;
@@ -15,8 +21,9 @@ user's message:
 - `wait <s> <text>` works for `<s>` seconds, then completes with `<text>`.
 
 Every follow-up and cancel is recorded, and so is each request's Authorization header;
-with `token=` set, requests without `Authorization: Bearer <token>` get 401. Any path under
-`/moved` answers a redirect to the cloud metadata address (clients must not follow it).
+with `token=` set, requests without `Authorization: Bearer <token>` get 401, except for the
+agent card, which is public (as agents publish it). Any path under `/moved` answers a
+redirect to the cloud metadata address (clients must not follow it).
 """
 
 from __future__ import annotations
@@ -33,7 +40,11 @@ from a2a.helpers import get_message_text, new_text_message, new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.server.routes import create_agent_card_routes, create_rest_routes
+from a2a.server.routes import (
+    create_agent_card_routes,
+    create_jsonrpc_routes,
+    create_rest_routes,
+)
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types import (
     AgentCapabilities,
@@ -45,9 +56,11 @@ from a2a.types import (
     TaskState,
     TaskStatus,
 )
+from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
 from starlette.applications import Starlette
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.responses import JSONResponse, RedirectResponse
+from starlette.routing import Route
 
 
 @dataclass
@@ -133,14 +146,46 @@ class ScriptedExecutor(AgentExecutor):
         await updater.cancel()
 
 
-def agent_card(base_url: str, name: str, streaming: bool = True) -> AgentCard:
+REST = "HTTP+JSON"
+JSONRPC = "JSONRPC"
+RPC_PATH = "/rpc"
+
+
+def interface_url(base_url: str, binding: str) -> str:
+    """Where this server answers `binding`."""
+    return f"{base_url}{RPC_PATH}" if binding == JSONRPC else base_url
+
+
+def agent_card(
+    base_url: str,
+    name: str,
+    streaming: bool = True,
+    bindings: tuple[str, ...] = (REST,),
+    interfaces: list[AgentInterface] | None = None,
+) -> AgentCard:
+    if interfaces is None:
+        interfaces = [
+            AgentInterface(
+                protocol_binding=binding,
+                url=interface_url(base_url, binding),
+                protocol_version="1.0",
+            )
+            for binding in bindings
+        ]
+    else:  # a test's own interfaces, with "{base_url}" standing for this server's
+        interfaces = [
+            AgentInterface(
+                protocol_binding=offer.protocol_binding,
+                url=offer.url.replace("{base_url}", base_url),
+                protocol_version=offer.protocol_version,
+            )
+            for offer in interfaces
+        ]
     return AgentCard(
         name=name,
         description="A scripted A2A agent for tests.",
         version="1.0.0",
-        supported_interfaces=[
-            AgentInterface(protocol_binding="HTTP+JSON", url=base_url, protocol_version="1.0")
-        ],
+        supported_interfaces=interfaces,
         capabilities=AgentCapabilities(streaming=streaming),
         default_input_modes=["text/plain"],
         default_output_modes=["text/plain"],
@@ -161,7 +206,8 @@ class _Recording(BaseHTTPMiddleware):
         self.server.recorder.paths.append(request.url.path)
         if request.url.path.startswith("/moved"):  # a redirect to the metadata service
             return RedirectResponse("http://169.254.169.254/latest/meta-data", status_code=302)
-        if self.server.token and header != f"Bearer {self.server.token}":
+        public = request.url.path == AGENT_CARD_WELL_KNOWN_PATH
+        if self.server.token and header != f"Bearer {self.server.token}" and not public:
             return JSONResponse({"error": {"code": 401, "message": "bad token"}}, status_code=401)
         return await call_next(request)
 
@@ -174,9 +220,12 @@ class A2AServer:
         name: str = "Scripted test agent",
         streaming: bool = True,
         tenant: str = "",
+        bindings: tuple[str, ...] = (REST,),
+        interfaces: list[AgentInterface] | None = None,
+        legacy_card: bool = False,
     ) -> None:
         """`streaming=False` advertises no streaming (subscribe is refused: clients poll);
-        `tenant` serves the A2A routes under /<tenant> (an endpoint's `target`)."""
+        `tenant` serves the REST routes under /<tenant> (an endpoint's `target`)."""
         self.token = token
         self.recorder = Recorder()
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -184,23 +233,49 @@ class A2AServer:
         self._sock.bind(("127.0.0.1", 0))
         self.port = self._sock.getsockname()[1]
         self.base_url = f"http://127.0.0.1:{self.port}"
-        self.card = agent_card(self.base_url, name, streaming)
+        self.card = agent_card(self.base_url, name, streaming, bindings, interfaces)
         handler = DefaultRequestHandler(
             agent_executor=ScriptedExecutor(self.recorder),
             task_store=InMemoryTaskStore(),
             agent_card=self.card,
         )
-        app = Starlette(
-            routes=[
-                *create_agent_card_routes(self.card),
-                *create_rest_routes(handler, path_prefix=f"/{tenant}" if tenant else ""),
-            ]
-        )
+        routes: list[Any] = []
+        if legacy_card:
+            routes.append(Route(AGENT_CARD_WELL_KNOWN_PATH, self._legacy_card, methods=["GET"]))
+        else:
+            routes.extend(create_agent_card_routes(self.card))
+        if JSONRPC in bindings:
+            routes.extend(create_jsonrpc_routes(handler, RPC_PATH, enable_v0_3_compat=legacy_card))
+        if REST in bindings:
+            routes.extend(create_rest_routes(handler, path_prefix=f"/{tenant}" if tenant else ""))
+        app = Starlette(routes=routes)
         app.add_middleware(_Recording, server=self)
         config = uvicorn.Config(app, log_level="warning", lifespan="off")
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True
+        )
+
+    async def _legacy_card(self, request: Any) -> JSONResponse:
+        """The card as a protocol 0.3 agent publishes it: the preferred transport at `url`,
+        the others under `additionalInterfaces`."""
+        first, *others = self.card.supported_interfaces
+        return JSONResponse(
+            {
+                "name": self.card.name,
+                "description": self.card.description,
+                "version": self.card.version,
+                "protocolVersion": "0.3.0",
+                "url": first.url,
+                "preferredTransport": first.protocol_binding,
+                "additionalInterfaces": [
+                    {"url": other.url, "transport": other.protocol_binding} for other in others
+                ],
+                "capabilities": {"streaming": self.card.capabilities.streaming},
+                "defaultInputModes": ["text/plain"],
+                "defaultOutputModes": ["text/plain"],
+                "skills": [],
+            }
         )
 
     def start(self) -> A2AServer:

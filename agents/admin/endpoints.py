@@ -35,7 +35,8 @@ class RemoteEndpointForm(forms.ModelForm):
         max_length=200,
         assume_scheme="https",
         help_text=(
-            "The remote agent's base URL (A2A HTTP+JSON binding). Its host must resolve to a "
+            "The remote agent's base URL, where its agent card is served; runs use the "
+            "JSON-RPC or HTTP+JSON interface the card offers. Its host must resolve to a "
             "public address unless AWAKEN_ENDPOINTS_ALLOW_PRIVATE is set."
         ),
     )
@@ -138,13 +139,17 @@ class RemoteEndpointAdmin(AuditedAdmin):
         if result.ok:
             self.message_user(
                 request,
-                f"{endpoint.slug}: healthy — agent card '{result.card_name}'.",
+                f"{endpoint.slug}: healthy — agent card '{result.card_name}', "
+                f"speaking {result.transport}.",
                 messages.SUCCESS,
             )
         else:
             self.message_user(request, f"{endpoint.slug}: failing — {result.error}", messages.ERROR)
 
-    @admin.action(description="Check health (fetch the agent card)", permissions=["change"])
+    @admin.action(
+        description="Check health (fetch the agent card, call its transport)",
+        permissions=["change"],
+    )
     def check_health(self, request: HttpRequest, queryset: Any) -> None:
         for endpoint in queryset:
             self._check(request, endpoint)

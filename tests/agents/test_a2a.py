@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from a2a.types import AgentInterface
 from django.contrib.auth.models import User
 from django.db import connection
 from django.urls import reverse
@@ -42,7 +43,7 @@ from runs.services.execution import run_advance, run_claim, run_execute, runs_sw
 from runs.services.runs import run_cancel, run_start
 from runs.services.tickets import decision_submit
 from runs.store import OrmCheckpointStore
-from tests.a2a_server import A2AServer
+from tests.a2a_server import JSONRPC, REST, A2AServer, interface_url
 from tests.factories import AgentFactory
 from tests.runs.helpers import assert_gap_free, drive, event_types, events, expire_lease
 
@@ -196,10 +197,9 @@ def test_without_streaming_the_backend_polls_the_task_and_targets_reach_the_tena
         decision_submit(ticket=Ticket.objects.get(run=run), action="respond", payload="INV-7")
         run = drive(run)
         assert (run.status_reason, run.final_output) == ("natural", "Thanks: INV-7")
-        paths = server.recorder.paths
+        paths = [p for p in server.recorder.paths if p != "/.well-known/agent-card.json"]
         assert paths[0] == "/billing/message:send"
-        assert any(p.endswith(":subscribe") for p in paths)  # tried once, refused
-        assert sum(1 for p in paths if p.endswith(":subscribe")) == 1
+        assert not any(p.endswith(":subscribe") for p in paths)  # the card says no streaming
         assert any(p.startswith("/billing/tasks/") and ":" not in p for p in paths)  # polled
     finally:
         server.stop()
@@ -573,14 +573,26 @@ def test_redirects_are_not_followed(server, allow_private):
 
 
 @pytest.mark.django_db
-def test_health_check_fetches_the_agent_card(server, allow_private):
+def test_health_check_fetches_the_agent_card_and_calls_its_transport(server, allow_private):
     endpoint = make_endpoint(server)
     result = endpoint_check_health(endpoint)
     assert result.ok and result.card_name == "Scripted test agent"
+    assert result.transport == f"HTTP+JSON at {server.base_url}"
     endpoint.refresh_from_db()
     assert (endpoint.health, endpoint.health_error) == ("healthy", "")
     assert endpoint.health_checked_at is not None
-    assert server.recorder.paths == ["/.well-known/agent-card.json"]
+    card, probe = server.recorder.paths
+    assert card == "/.well-known/agent-card.json"
+    assert probe.startswith("/tasks/health-check-")  # a task that cannot exist: cheap
+    assert server.recorder.prompts == []  # nothing was sent to the agent
+
+
+@pytest.mark.django_db
+def test_health_check_catches_a_refused_token_behind_a_public_card(server, allow_private):
+    result = endpoint_check_health(make_endpoint(server, token="wrong-token"))
+    assert not result.ok
+    assert f"the agent card offers HTTP+JSON at {server.base_url}" in result.error
+    assert "HTTP Error 401" in result.error
 
 
 @pytest.mark.django_db
@@ -615,6 +627,154 @@ def test_a_run_rejected_by_the_endpoint_fails_and_marks_the_endpoint_failing(ser
     assert "HTTP Error 401" in run.error_payload["message"]
     endpoint = RemoteEndpoint.objects.get(slug="remote")
     assert endpoint.health == "failing" and "401" in endpoint.health_error
+
+
+# --- the transport: negotiated from the agent card --------------------------------------------------
+
+
+def _served_paths(server: A2AServer) -> set[str]:
+    return {path for path in server.recorder.paths if path != "/.well-known/agent-card.json"}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("binding", [JSONRPC, REST])
+def test_runs_and_health_checks_speak_the_binding_the_agent_card_offers(binding, allow_private):
+    server = A2AServer(token=TOKEN, bindings=(binding,)).start()
+    try:
+        endpoint = make_endpoint(server)
+        result = endpoint_check_health(endpoint)
+        assert result.ok, result.error
+        probed = _served_paths(server)  # one cheap call over the chosen binding
+
+        agent = AgentFactory(slug="remote-agent", model=None, endpoint=endpoint, tools=[])
+        run = drive(run_start(agent=agent, messages="reply over the agreed binding"))
+        assert (run.status, run.status_reason) == ("done", "natural"), run.error_payload
+        assert run.final_output == "over the agreed binding"
+        assert event_types(run) == LIFECYCLE
+
+        assert result.transport == f"{binding} at {interface_url(server.base_url, binding)}"
+        assert f"over {binding}" in result.summary
+        if binding == JSONRPC:
+            assert probed == {"/rpc"}
+        else:
+            (probe,) = probed
+            assert probe.startswith("/tasks/health-check-")
+
+        # a question and its answer continue the same remote task over the same binding
+        run = drive(run_start(agent=agent, messages="ask Which binding?"))
+        assert (run.status, run.status_reason) == ("waiting", "input_required")
+        task_id = remote_state(run)["task_id"]
+        decision_submit(ticket=Ticket.objects.get(run=run), action="respond", payload=binding)
+        run = drive(run)
+        assert (run.status_reason, run.final_output) == ("natural", f"Thanks: {binding}")
+        assert server.recorder.followups == [(task_id, binding)]
+        endpoint.refresh_from_db()
+        assert endpoint.health == "healthy"
+        paths = _served_paths(server)
+        if binding == JSONRPC:
+            assert paths == {"/rpc"}  # everything went to the card's JSON-RPC URL
+        else:
+            assert "/message:send" in paths and "/rpc" not in paths
+    finally:
+        server.stop()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_cancelling_a_run_cancels_the_remote_task_over_json_rpc(allow_private):
+    server = A2AServer(token=TOKEN, bindings=(JSONRPC,)).start()
+    try:
+        run = run_start(agent=remote_agent(server), messages="slow")
+        worker = _advance_in_thread(run)
+        assert server.wait_for(lambda r: r.prompts), "the remote task never started"
+        time.sleep(0.2)
+        run_cancel(run=run)
+        worker.join(timeout=10)
+        run.refresh_from_db()
+        assert (run.status, run.status_reason) == ("done", "cancelled")
+        assert server.recorder.cancelled == [server.recorder.prompts[0][0]]
+        assert _served_paths(server) == {"/rpc"}
+    finally:
+        server.stop()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("bindings", "used", "unused"),
+    [((JSONRPC, REST), "/rpc", "/message:send"), ((REST, JSONRPC), "/message:send", "/rpc")],
+)
+def test_the_remote_agents_preferred_binding_wins(bindings, used, unused, allow_private):
+    server = A2AServer(token=TOKEN, bindings=bindings).start()
+    try:
+        result = endpoint_check_health(make_endpoint(server))
+        run = drive(run_start(agent=remote_agent(server, slug="other"), messages="reply hi"))
+        assert run.final_output == "hi", run.error_payload
+        assert used in server.recorder.paths and unused not in server.recorder.paths
+        assert result.ok and result.transport.startswith(f"{bindings[0]} at ")
+    finally:
+        server.stop()
+
+
+@pytest.mark.django_db
+def test_a_protocol_0_3_card_is_read_through_preferred_transport_and_additional_interfaces(
+    allow_private,
+):
+    """An older agent names its preferred transport (here gRPC, which this client does not
+    speak) and lists the others under additionalInterfaces: the JSON-RPC one is used."""
+    interfaces = [
+        AgentInterface(protocol_binding="GRPC", url="127.0.0.1:50051", protocol_version="1.0"),
+        AgentInterface(protocol_binding=JSONRPC, url="{base_url}/rpc", protocol_version="1.0"),
+    ]
+    server = A2AServer(token=TOKEN, bindings=(JSONRPC,), legacy_card=True, interfaces=interfaces)
+    server.start()
+    try:
+        result = endpoint_check_health(make_endpoint(server))
+        assert result.ok, result.error
+        run = drive(run_start(agent=remote_agent(server, slug="old"), messages="reply legacy"))
+        assert (run.status_reason, run.final_output) == ("natural", "legacy"), run.error_payload
+        assert result.transport == f"JSONRPC at {server.base_url}/rpc"
+    finally:
+        server.stop()
+
+
+@pytest.mark.django_db
+def test_a_card_offering_no_binding_we_speak_is_unhealthy_and_runs_fail_saying_why(
+    allow_private,
+):
+    grpc = AgentInterface(protocol_binding="GRPC", url="127.0.0.1:50051", protocol_version="1.0")
+    server = A2AServer(token=TOKEN, interfaces=[grpc]).start()  # it speaks REST, says gRPC
+    try:
+        endpoint = make_endpoint(server)
+        result = endpoint_check_health(endpoint)
+        assert not result.ok
+        assert "offers no transport this client speaks" in result.error
+        assert "GRPC at 127.0.0.1:50051" in result.error and "JSONRPC, HTTP+JSON" in result.error
+        endpoint.refresh_from_db()
+        assert endpoint.health == "failing" and "GRPC" in endpoint.health_error
+
+        agent = AgentFactory(slug="remote-agent", model=None, endpoint=endpoint, tools=[])
+        run = drive(run_start(agent=agent, messages="reply hi"))
+        assert (run.status, run.status_reason) == ("done", "error")
+        assert "offers no transport this client speaks" in run.error_payload["message"]
+        assert _served_paths(server) == set()  # nothing but the card was asked for
+    finally:
+        server.stop()
+
+
+@pytest.mark.django_db
+def test_the_health_check_fails_when_the_offered_interface_does_not_answer_its_binding(
+    allow_private,
+):
+    """The card claims JSON-RPC at the base URL, where only REST is served: fetching the
+    card alone would call this healthy, and then every run would fail."""
+    wrong = AgentInterface(protocol_binding=JSONRPC, url="{base_url}", protocol_version="1.0")
+    server = A2AServer(token=TOKEN, interfaces=[wrong]).start()
+    try:
+        result = endpoint_check_health(make_endpoint(server))
+        assert not result.ok
+        assert f"offers JSONRPC at {server.base_url}" in result.error
+        assert "nothing there answers JSONRPC" in result.error and "404" in result.error
+    finally:
+        server.stop()
 
 
 # --- admin, API, and the token never leaking ------------------------------------------------------

@@ -1,10 +1,11 @@
-"""Remote agents over A2A (Agent2Agent protocol 1.0, HTTP+JSON binding): the endpoint
-config and its validation (REFERENCE §6.3) and the backend a run executes on.
+"""Remote agents over A2A (Agent2Agent protocol 1.0; the JSON-RPC or the HTTP+JSON binding,
+whichever the remote agent card offers first): the endpoint config and its validation
+and the backend a run executes on.
 
 This module does not import a2a-sdk: validating an endpoint, building the backend of a
 pinned version and reading a run's remote state need no SDK, so the web process and a
 worker that never runs a remote agent never load it (nor httpx, pydantic and protobuf).
-The exchange with the remote agent, the remote root lifecycle (REFERENCE §6.4, seed 004
+The exchange with the remote agent, the remote run's lifecycle (upstream's
 `execute_remote_root_lifecycle`) and the agent card fetch live in `a2a_remote`, imported
 the first time an A2A backend actually talks to its endpoint.
 """
@@ -38,14 +39,18 @@ INPUT_TOOL = "a2a_input"
 AUTH_TOOL = "a2a_auth"
 SYNTHETIC_TOOLS = frozenset({INPUT_TOOL, AUTH_TOOL})
 A2A_VERSION = "1.0"
+JSONRPC_BINDING = "JSONRPC"
 REST_BINDING = "HTTP+JSON"
+# The protocol bindings this client speaks. gRPC is left out on purpose: its channel would
+# bypass the HTTP client that enforces the SSRF guard.
+BINDINGS = (JSONRPC_BINDING, REST_BINDING)
 OPTIONS = ("poll_interval_ms", "history_length", "return_immediately")
 _U32 = 2**32 - 1
 _U64 = 2**64 - 1
 INTERRUPTED_LABELS = frozenset({"input-required", "auth-required"})
 TERMINAL_LABELS = frozenset({"completed", "failed", "canceled", "rejected"})
 
-# --- configuration (REFERENCE §6.3) ---------------------------------------------------------------
+# --- configuration (upstream's RemoteEndpoint) ----------------------------------------------------
 
 
 class A2AConfigError(ValueError):
@@ -187,17 +192,28 @@ def validate(endpoint: Mapping[str, Any], *, allow_private: bool = False) -> A2A
 
 def describe_error(config: A2AConfig, exc: BaseException) -> str:
     """A one-line, secret-free explanation of a transport or protocol failure."""
+    if isinstance(exc, ExecutionBackendError) and not _refusal(exc):
+        return exc.message
+    return f"A2A endpoint {config.base_url}: {error_text(exc)}"
+
+
+def error_text(exc: BaseException) -> str:
+    """`describe_error` without the endpoint prefix (for messages that add context)."""
+    refusal = _refusal(exc)
+    if refusal is not None:
+        return f"refused to connect: {refusal}"
+    return (str(exc).strip().splitlines() or [""])[0].strip() or exc.__class__.__name__
+
+
+def _refusal(exc: BaseException) -> AddressRefusedError | None:
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         if isinstance(current, AddressRefusedError):
-            return f"A2A endpoint {config.base_url}: refused to connect: {current}"
+            return current
         current = current.__cause__ or current.__context__
-    if isinstance(exc, ExecutionBackendError):
-        return exc.message
-    text = (str(exc).strip().splitlines() or [""])[0].strip() or exc.__class__.__name__
-    return f"A2A endpoint {config.base_url}: {text}"
+    return None
 
 
 # --- the backend ----------------------------------------------------------------------------------
@@ -266,6 +282,16 @@ class A2ABackend:
             raise ExecutionBackendError("execution_failed", self.unavailable or "no config")
         card: dict[str, Any] = _remote().fetch_agent_card(self.config)
         return card
+
+    def check(self) -> dict[str, Any]:
+        """Prove that runs can talk to the remote: fetch the agent card, choose the transport
+        runs would use and make one cheap call over it. Returns `{"card": …, "transport":
+        {"binding", "url", "protocol_version"}}`; raises saying what is wrong (no transport
+        in common, or the chosen interface does not answer its binding)."""
+        if self.config is None:
+            raise ExecutionBackendError("execution_failed", self.unavailable or "no config")
+        result: dict[str, Any] = _remote().check_endpoint(self.config)
+        return result
 
     def report_health(self, ok: bool, error: str = "") -> None:
         """Hand a call's outcome to `on_health` (healthy when `ok`, else failing with `error`)."""

@@ -1,5 +1,5 @@
 """The a2a-sdk side of the A2A backend (config, validation and the backend itself: `a2a`):
-the remote root lifecycle (REFERENCE §6.4, seed 004 `execute_remote_root_lifecycle`), the
+the remote run's lifecycle (upstream's `execute_remote_root_lifecycle`), the
 remote task cancel and the agent card fetch, through the official a2a-sdk client. `a2a`
 imports this module the first time a backend talks to its endpoint.
 
@@ -16,6 +16,12 @@ The sdk is asyncio-only and the worker is not: the exchange runs on a private ev
 thread while the worker thread polls the cancellation token (which may read the database),
 so cancel and timeout are noticed within a poll interval. Every connection goes through
 the SSRF guard at connect time (the vetted address is pinned; redirects are not followed).
+
+The transport is negotiated from the agent card, fetched at the start of each activation:
+the first interface the card lists (its agent's preference) whose binding this client
+speaks (JSON-RPC or HTTP+JSON), at that interface's URL. A health check does the same and
+then makes one cheap call over the chosen interface, so an endpoint is only called healthy
+when runs can actually talk to it.
 """
 
 from __future__ import annotations
@@ -33,12 +39,12 @@ import uuid
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urljoin, urlsplit
 
 import httpcore
 import httpx
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.types import (
-    AgentCapabilities,
     AgentCard,
     AgentInterface,
     CancelTaskRequest,
@@ -52,6 +58,7 @@ from a2a.types import (
 )
 from a2a.types import Message as A2AMessage
 from a2a.types import Role as A2ARole
+from a2a.utils.errors import TaskNotFoundError
 from google.protobuf.json_format import MessageToDict
 
 from .. import events as ev
@@ -82,15 +89,16 @@ from .a2a import (
     A2A_VERSION,
     AUTH_TOOL,
     BACKEND_OUTPUT_STATE_KEY,
+    BINDINGS,
     INPUT_TOOL,
     INTERRUPTED_LABELS,
     REMOTE_STATE_KEY,
-    REST_BINDING,
     SYNTHETIC_TOOLS,
     TERMINAL_LABELS,
     A2ABackend,
     A2AConfig,
     describe_error,
+    error_text,
     remote_target,
 )
 from .base import BackendRootRunRequest, BackendRunOutput, BackendRunResult, ExecutionBackendError
@@ -202,6 +210,87 @@ def _http_client(config: A2AConfig) -> httpx.AsyncClient:
     )
 
 
+# --- the transport: negotiated from the agent card ------------------------------------------------
+
+
+def _interface_url(config: A2AConfig, url: str) -> str | None:
+    """An interface's absolute http(s) URL, or None when it has none. A relative URL is read
+    against the endpoint's base URL (the spec wants absolute ones; some cards are sloppy)."""
+    url = url.strip()
+    if not url:
+        return None
+    absolute = urljoin(f"{config.base_url}/", url)
+    parts = urlsplit(absolute)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None
+    return absolute
+
+
+def _offered(card: AgentCard) -> str:
+    shown = [
+        f"{offer.protocol_binding or 'no binding'} at {offer.url or 'no URL'}"
+        for offer in card.supported_interfaces
+    ]
+    return "; ".join(shown) or "no interfaces"
+
+
+def _major_minor(version: str) -> list[str]:
+    """Major and minor of a protocol version: 1, 1.0 and 1.0.0 are alike (patch versions do
+    not matter to negotiation)."""
+    return [*version.strip().split("."), "0"][:2]
+
+
+def _is_current_version(version: str) -> bool:
+    return _major_minor(version) == _major_minor(A2A_VERSION)
+
+
+def choose_interface(card: AgentCard, config: A2AConfig) -> AgentInterface:
+    """The interface runs talk to. The card lists its interfaces in its agent's order of
+    preference (a protocol 0.3 card's preferredTransport first, then its
+    additionalInterfaces), so the first one in a binding this client speaks wins; among
+    several of that binding, protocol 1.0 is preferred, as the SDK's client factory does.
+    The endpoint's target becomes the interface's tenant."""
+    usable: list[AgentInterface] = []
+    for offer in card.supported_interfaces:
+        if offer.protocol_binding not in BINDINGS:
+            continue
+        url = _interface_url(config, offer.url)
+        if url is None:
+            continue
+        chosen = AgentInterface()
+        chosen.CopyFrom(offer)
+        chosen.url = url
+        if config.target:
+            chosen.tenant = config.target
+        usable.append(chosen)
+    if not usable:
+        raise ExecutionBackendError(
+            "remote_error",
+            f"A2A endpoint {config.base_url}: the agent card offers no transport this client "
+            f"speaks (it offers {_offered(card)}; this client speaks {', '.join(BINDINGS)} "
+            "at an http(s) URL)",
+        )
+    binding = usable[0].protocol_binding
+    same = [offer for offer in usable if offer.protocol_binding == binding]
+    return next((o for o in same if _is_current_version(o.protocol_version)), same[0])
+
+
+def describe_interface(interface: AgentInterface) -> str:
+    return f"{interface.protocol_binding} at {interface.url}"
+
+
+def _not_served(exc: BaseException) -> bool:
+    """Whether a failure means nothing at the URL speaks the binding (404 / 405)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, httpx.HTTPStatusError):
+            return current.response.status_code in (404, 405)
+        current = current.__cause__ or current.__context__
+    return False
+
+
 # --- the async side: one exchange with the remote agent -------------------------------------------
 
 
@@ -234,40 +323,41 @@ class _Remote:
 
     def __init__(self, config: A2AConfig) -> None:
         self.config = config
+        self.interface: AgentInterface | None = None
+        self.remote_card: AgentCard | None = None
         self._http: httpx.AsyncClient | None = None
         self._sender: Any = None
         self._subscriber: Any = None
         self._subscribe_works = True
 
-    def _card(self, streaming: bool) -> AgentCard:
-        return AgentCard(
-            name="remote",
-            supported_interfaces=[
-                AgentInterface(
-                    protocol_binding=REST_BINDING,
-                    url=self.config.base_url,
-                    protocol_version=A2A_VERSION,
-                    tenant=self.config.target or "",
-                )
-            ],
-            capabilities=AgentCapabilities(streaming=streaming),
-        )
+    def _client(self) -> httpx.AsyncClient:
+        if self._http is None:
+            self._http = _http_client(self.config)
+        return self._http
 
-    def _open(self) -> None:
-        if self._http is not None:
+    async def _open(self) -> None:
+        """Fetch the agent card and build the clients for the interface it leads to."""
+        if self._sender is not None:
             return
-        self._http = _http_client(self.config)
-        bindings = [REST_BINDING]
-        self._sender = ClientFactory(
-            ClientConfig(
-                streaming=False, httpx_client=self._http, supported_protocol_bindings=bindings
+        card = await self.card()
+        interface = choose_interface(card, self.config)
+        # The factory is handed a card with only the chosen interface, so that sending,
+        # subscribing and the health check all use the same one (and its resolved URL and
+        # tenant); the factory still picks the SDK transport for its binding and version.
+        pinned = AgentCard()
+        pinned.CopyFrom(card)
+        del pinned.supported_interfaces[:]
+        pinned.supported_interfaces.append(interface)
+        clients = []
+        for streaming in (False, True):
+            settings = ClientConfig(
+                streaming=streaming,
+                httpx_client=self._client(),
+                supported_protocol_bindings=list(BINDINGS),
             )
-        ).create(self._card(streaming=False))
-        self._subscriber = ClientFactory(
-            ClientConfig(
-                streaming=True, httpx_client=self._http, supported_protocol_bindings=bindings
-            )
-        ).create(self._card(streaming=True))
+            clients.append(ClientFactory(settings).create(pinned))
+        self.remote_card, self.interface = card, interface
+        self._sender, self._subscriber = clients
 
     async def close(self) -> None:
         if self._http is not None:
@@ -276,14 +366,14 @@ class _Remote:
 
     async def follow(self, progress: _Progress) -> _Reply:
         """Wait for a task an earlier (crashed) segment already sent, without sending."""
-        self._open()
+        await self._open()
         assert progress.task_id is not None
         progress.sent.set()
         task = await self._sender.get_task(self._get(progress.task_id))
         return await self._settle(task, progress)
 
     async def exchange(self, texts: list[str], progress: _Progress, message_id: str) -> _Reply:
-        self._open()
+        await self._open()
         message = A2AMessage(
             role=A2ARole.ROLE_USER,
             message_id=message_id,
@@ -346,14 +436,40 @@ class _Remote:
         return await self._sender.get_task(self._get(task.id))
 
     async def cancel(self, task_id: str) -> Task:
-        self._open()
+        await self._open()
         return await self._sender.cancel_task(CancelTaskRequest(id=task_id))
 
     async def card(self) -> AgentCard:
-        self._open()
-        assert self._http is not None
-        resolver = A2ACardResolver(self._http, self.config.base_url)
+        resolver = A2ACardResolver(self._client(), self.config.base_url)
         return await resolver.get_agent_card()
+
+    async def probe(self) -> None:
+        """One cheap call over the chosen interface: GetTask of a task that cannot exist.
+        A remote that speaks the binding there answers TaskNotFound; anything else (a 404
+        from a server speaking another binding, a refused token, a refused address) means
+        runs would fail too. GetTask is also what runs use to follow a task."""
+        await self._open()
+        assert self.interface is not None
+        try:
+            await self._sender.get_task(GetTaskRequest(id=f"health-check-{uuid.uuid4()}"))
+        except TaskNotFoundError:
+            return
+        except Exception as exc:  # reported below, with the interface it concerns
+            problem = exc
+        else:
+            return
+        # raised outside the except block: describe_error would otherwise dig the cause
+        # out of the exception's context and drop the interface from the message
+        offered = describe_interface(self.interface)
+        binding = self.interface.protocol_binding
+        if _not_served(problem):
+            reason = f"nothing there answers {binding} ({error_text(problem)})"
+        else:
+            reason = f"calling it failed: {error_text(problem)}"
+        raise ExecutionBackendError(
+            "remote_error",
+            f"A2A endpoint {self.config.base_url}: the agent card offers {offered}, but {reason}",
+        )
 
 
 def _stream_state(item: Any) -> int | None:
@@ -430,6 +546,31 @@ def fetch_agent_card(config: A2AConfig) -> dict[str, Any]:
         finally:
             loop.close()
     return dict(MessageToDict(card))
+
+
+def check_endpoint(config: A2AConfig) -> dict[str, Any]:
+    """Fetch the agent card, choose the transport and probe it (see `A2ABackend.check`)."""
+    loop = _LoopThread()
+    remote = _Remote(config)
+    # two requests (the card, the probe), each bounded by the HTTP client's timeout
+    limit = 2 * min(config.timeout_ms / 1000, 30.0) + 1
+    try:
+        loop.run(remote.probe(), timeout=limit)
+    finally:
+        try:
+            loop.run(remote.close(), timeout=_ABORT_SECONDS)
+        finally:
+            loop.close()
+    assert remote.remote_card is not None and remote.interface is not None
+    interface = remote.interface
+    return {
+        "card": dict(MessageToDict(remote.remote_card)),
+        "transport": {
+            "binding": interface.protocol_binding,
+            "url": interface.url,
+            "protocol_version": interface.protocol_version,
+        },
+    }
 
 
 def _text_of_parts(parts: Any) -> str:
@@ -531,7 +672,7 @@ def _payload_text(payload: Any) -> str:
 
 
 class RemoteRootLifecycle:
-    """One activation of a remote run (seed 004 `execute_remote_root_lifecycle`)."""
+    """One activation of a remote run (upstream's `execute_remote_root_lifecycle`)."""
 
     def __init__(self, backend: A2ABackend, request: BackendRootRunRequest) -> None:
         self.backend = backend

@@ -1,5 +1,5 @@
 """Execution backends: the capability matrix, request validation and result types
-(REFERENCE §6, seeds 001/004)."""
+(docs/run-model.md, "Execution backends")."""
 
 from __future__ import annotations
 
@@ -212,7 +212,7 @@ class BackendDelegateRunRequest:
     parent: BackendParentContext = field(default_factory=BackendParentContext)
     control: BackendControl = field(default_factory=BackendControl)
     policy: BackendDelegatePolicy = field(default_factory=BackendDelegatePolicy)
-    # Our difference (SPEC §2.2): a store makes the child run durable; None = upstream's ephemeral.
+    # Our difference: a store makes the child run durable; None = upstream's ephemeral.
     store: CheckpointStore | None = None
     identity: RunIdentity | None = None
 

@@ -1,4 +1,4 @@
-"""Delegates: other agents offered to the model as tools `agent_run_<agent_id>` (REFERENCE §6.5)."""
+"""Delegates: other agents offered to the model as tools `agent_run_<agent_id>`."""
 
 from __future__ import annotations
 

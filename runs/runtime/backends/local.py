@@ -1,4 +1,4 @@
-"""In-process backend running the standard loop (seed 003)."""
+"""In-process backend running the standard loop."""
 
 from __future__ import annotations
 
