@@ -1,9 +1,10 @@
 """Channel-layer group names and broadcasts. The layer is at-most-once: it is a hint to
-refresh, the database event log is the truth (SPEC §3)."""
+refresh, the database event log is the truth (runs/README.md)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import threading
@@ -76,6 +77,71 @@ class _Broadcaster:
 _broadcaster = _Broadcaster()
 
 
+class _InMemoryHome:
+    """The event loop that serves the sockets of this process, on the in-memory layer.
+
+    The layer's queues belong to that loop. A broadcast sent from a worker thread through
+    a loop of its own (`async_to_sync`) fills the queue but does not wake the loop, so
+    the sockets got it only when something else woke it, up to a second later. Once the
+    serving loop is known (`manage.py serve` names it, runs/watcher.py), every broadcast
+    is handed to it instead, in order.
+
+    It also remembers the events this process broadcast, so that the watcher, which
+    broadcasts what other processes committed, can leave them out.
+    """
+
+    NOTED_LIMIT = 10_000  # events remembered at most; beyond, the oldest are forgotten
+
+    def __init__(self) -> None:
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()
+        self._noted: dict[tuple[str, int], None] = {}  # insertion-ordered: oldest first
+        self._tasks: set[asyncio.Future[Any]] = set()
+
+    def send(self, layer: InMemoryChannelLayer, group: str, message: dict[str, Any]) -> bool:
+        """Hand the broadcast to the serving loop; False if there is none."""
+        loop = self.loop
+        if loop is None:
+            return False
+        # RuntimeError: the loop closed, the server is stopping and nobody listens
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(self._start, layer, group, message)
+        return True
+
+    def _start(self, layer: InMemoryChannelLayer, group: str, message: dict[str, Any]) -> None:
+        # group_send never waits on the in-memory layer: tasks started in this order
+        # queue their messages in this order
+        task = asyncio.ensure_future(layer.group_send(group, message))
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Future[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.warning("broadcast failed", exc_info=task.exception())
+
+    def note(self, run_id: Any, frames: list[dict[str, Any]]) -> None:
+        if self.loop is None:
+            return  # no watcher here: nobody asks
+        with self._lock:
+            for frame in frames:
+                self._noted[(str(run_id), int(frame["seq"]))] = None
+            while len(self._noted) > self.NOTED_LIMIT:
+                del self._noted[next(iter(self._noted))]
+
+    def sent_here(self, run_id: Any, seq: int) -> bool:
+        """Whether this process broadcast that event; forgotten once asked."""
+        key = (str(run_id), seq)
+        with self._lock:
+            if key not in self._noted:
+                return False
+            del self._noted[key]
+            return True
+
+
+in_memory_home = _InMemoryHome()
+
+
 def _send(group: str, message: dict[str, Any]) -> None:
     layer = get_channel_layer()
     if layer is None:
@@ -83,18 +149,32 @@ def _send(group: str, message: dict[str, Any]) -> None:
     if not isinstance(layer, InMemoryChannelLayer):
         _broadcaster.send(group, message)
         return
-    # The in-memory layer (embedded default, tests) belongs to the serving process's loop.
+    if in_memory_home.send(layer, group, message):
+        return
+    # No serving loop known (tests, terminal commands): the layer's own process only.
     try:
         async_to_sync(layer.group_send)(group, message)
     except Exception:
         logger.warning("broadcast to %s failed", group, exc_info=True)
 
 
-def broadcast_events(run_id: Any, frames: list[dict[str, Any]], summary: dict[str, Any]) -> None:
-    """Called on commit: the persisted events of a run, then a one-line summary for lists."""
+def event_messages(
+    run_id: Any, frames: list[dict[str, Any]], summary: dict[str, Any]
+) -> list[tuple[str, dict[str, Any]]]:
+    """What a commit broadcasts: the persisted events of a run to its group, then a
+    one-line summary for lists."""
+    messages: list[tuple[str, dict[str, Any]]] = []
     if frames:
-        _send(run_group(run_id), {"type": "run.events", "events": frames})
-    _send(DASHBOARD_GROUP, {"type": "run.changed", "run": summary})
+        messages.append((run_group(run_id), {"type": "run.events", "events": frames}))
+    messages.append((DASHBOARD_GROUP, {"type": "run.changed", "run": summary}))
+    return messages
+
+
+def broadcast_events(run_id: Any, frames: list[dict[str, Any]], summary: dict[str, Any]) -> None:
+    """Called on commit (see `event_messages`)."""
+    in_memory_home.note(run_id, frames)
+    for group, message in event_messages(run_id, frames, summary):
+        _send(group, message)
 
 
 def broadcast_live(run_id: Any, event: dict[str, Any]) -> None:

@@ -1,12 +1,15 @@
 from __future__ import annotations
 
+import asyncio
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
@@ -65,11 +68,24 @@ class Command(BaseCommand):
 
             start_embedded_worker()
             self.stdout.write("embedded Celery worker and sweep running in this process")
+        ready: Callable[[], None] | None = None
+        if isinstance(get_channel_layer(), InMemoryChannelLayer):
+            # that layer reaches this process's pages only: what terminal commands (other
+            # processes) commit is read from the database and broadcast here
+            from runs.watcher import CommitWatcher
+
+            watcher = CommitWatcher()
+            self.stdout.write("open pages also follow what terminal commands commit")
+
+            def ready() -> None:  # daphne's loop is the current one, about to run
+                watcher.start(asyncio.get_event_loop())
+
         self.stdout.write(f"serving on http://{host}:{port}/ (admin at /admin/)")
         Server(
             application=get_default_application(),
             endpoints=build_endpoint_description_strings(host=host, port=port),
             verbosity=1,
+            ready_callable=ready,
         ).run()
 
     def _serve_many(self, host: str, port: int, processes: int, verbosity: int) -> None:
