@@ -1,5 +1,5 @@
 """Threads, their append-only message logs, runs, tool calls, tickets, decisions and the
-per-run event log. Field names follow upstream's RunRecord (REFERENCE §2)."""
+per-run event log. Field names follow upstream's RunRecord (docs/run-model.md)."""
 
 from __future__ import annotations
 
@@ -249,7 +249,7 @@ class Run(models.Model):
         help_text="Pending tickets, kept in the transaction that opens or closes one (lists "
         "show it without counting).",
     )
-    # Execution bookkeeping (SPEC §3): the database is the truth, the queue a doorbell.
+    # Execution bookkeeping: the database is the truth, the queue a doorbell.
     due = models.BooleanField(
         default=False, help_text="A worker should pick it up (new, all tickets decided, retry)."
     )
@@ -621,6 +621,7 @@ class AuditEntry(models.Model):
     created_at = models.DateTimeField(default=timezone.now, help_text="When.")
 
     class Meta:
+        verbose_name_plural = "audit entries"  # not Django's "audit entrys"
         ordering = ["-created_at", "-id"]
         # audit page: newest first, filtered by action or actor
         indexes = [

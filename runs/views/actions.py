@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import messages
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
@@ -13,15 +14,16 @@ from django.views.decorators.http import require_POST
 from agents.models import Agent
 from runs.models import Run, Thread, Ticket
 from runs.permissions import CANCEL, DECIDE, RETRY, START, require
-from runs.services.audit import Actor
+from runs.services.audit import Actor, request_actor
 from runs.services.errors import ServiceError
 from runs.services.runs import run_cancel, run_retry, run_start
 from runs.services.tickets import decision_submit
 from runs.ticket_forms import edited_arguments, parse_answer
+from runs.views.lists import thread_page_context, tickets_superseded
 
 
 def actor_for(request: HttpRequest) -> Actor:
-    return Actor(user=request.user, source="ui", request_id=request.headers.get("X-Request-ID", ""))
+    return request_actor(request, "ui")
 
 
 def _is_htmx(request: HttpRequest) -> bool:
@@ -140,10 +142,42 @@ def send_message(request: HttpRequest, thread_id: Any = None) -> HttpResponse:
         messages.error(request, "Choose an agent.")
     else:
         try:
-            run = run_start(agent=agent, messages=text, thread=thread, actor=actor_for(request))
+            run: Run | None = None
+            with transaction.atomic():
+                if not _supersede_unconfirmed(request, thread):
+                    run = run_start(
+                        agent=agent, messages=text, thread=thread, actor=actor_for(request)
+                    )
+            if run is None:
+                assert thread is not None
+                return _ask_to_confirm(request, thread, agent, text)
             return redirect("runs:run-detail", run_id=run.pk)
         except ServiceError as exc:
             messages.error(request, exc.message)
     if thread is not None:
         return redirect("runs:thread-detail", thread_id=thread.pk)
     return redirect("runs:thread-list")
+
+
+def _supersede_unconfirmed(request: HttpRequest, thread: Thread | None) -> bool:
+    """True when the message would reject open tickets of the thread's waiting run and the
+    form did not confirm exactly those (its checkbox carries a token naming the set it
+    listed). Runs in the sending transaction with the thread and then the run locked (the
+    order run_start locks them in): the run cannot resume and open other tickets between
+    this check and the rejection."""
+    if thread is None:
+        return False
+    locked = Thread.objects.select_for_update().filter(pk=thread.pk).first()
+    if locked is None or locked.open_run_id is None:
+        return False
+    run = Run.objects.select_for_update().filter(pk=locked.open_run_id).first()
+    found = tickets_superseded(run)
+    return found is not None and request.POST.get("supersede", "") != found.token
+
+
+def _ask_to_confirm(request: HttpRequest, thread: Thread, agent: Agent, text: str) -> HttpResponse:
+    """Nothing was sent: the thread page again with the message kept, listing the tickets
+    it would reject and asking to confirm."""
+    context = thread_page_context(request, thread.pk)
+    context.update(message=text, default_agent=agent.slug, supersede_asked=True)
+    return render(request, "runs/thread_detail.html", context)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+from dataclasses import dataclass
 from typing import Any
 
 from django.http import Http404, HttpRequest, HttpResponse
@@ -12,7 +14,7 @@ from django.utils.dateparse import parse_datetime
 
 from agents.models import Agent
 from runs import selectors
-from runs.models import Run
+from runs.models import Run, Ticket
 from runs.permissions import AUDIT, VIEW, capabilities, require
 
 
@@ -111,8 +113,43 @@ def thread_list(request: HttpRequest) -> HttpResponse:
     )
 
 
-@require(VIEW, "view threads")
-def thread_page(request: HttpRequest, thread_id: Any) -> HttpResponse:
+SUPERSEDE_SHOWN = 20  # tickets listed by name; the confirmation covers all of them
+
+
+@dataclass
+class Supersede:
+    """The open tickets a message to the thread rejects ("superseded by a new user
+    message"): those of its waiting run. `token` names exactly that set, so a confirmation
+    given for it does not cover a ticket opened since."""
+
+    run: Run
+    tickets: list[Ticket]  # the first SUPERSEDE_SHOWN
+    count: int
+    token: str
+
+    @property
+    def more(self) -> int:
+        return self.count - len(self.tickets)
+
+
+def supersede_token(run_id: Any, ticket_ids: list[Any]) -> str:
+    names = ",".join(sorted(str(ident) for ident in ticket_ids))
+    return hashlib.sha256(f"{run_id}:{names}".encode()).hexdigest()[:32]
+
+
+def tickets_superseded(run: Run | None) -> Supersede | None:
+    """What sending a message now would reject; None when it rejects nothing."""
+    if run is None or run.status != Run.Status.WAITING:
+        return None
+    pending = Ticket.objects.filter(run=run, status=Ticket.Status.PENDING)
+    ids = list(pending.values_list("pk", flat=True))
+    if not ids:
+        return None
+    shown = list(pending.order_by("created_at", "pk")[:SUPERSEDE_SHOWN])
+    return Supersede(run=run, tickets=shown, count=len(ids), token=supersede_token(run.pk, ids))
+
+
+def thread_page_context(request: HttpRequest, thread_id: Any) -> dict[str, Any]:
     found = selectors.thread_detail(thread_id)
     if found is None:
         raise Http404("no such thread")
@@ -120,22 +157,25 @@ def thread_page(request: HttpRequest, thread_id: Any) -> HttpResponse:
     open_run = (
         thread.open_run if thread.open_run and thread.open_run.status != Run.Status.DONE else None
     )
-    return render(
-        request,
-        "runs/thread_detail.html",
-        {
-            "nav": "threads",
-            "thread": thread,
-            "thread_messages": messages,
-            "runs": runs,
-            "open_run": open_run,
-            "agents": selectors.agents_for_composer(),
-            "default_agent": (
-                open_run.agent.slug if open_run else (runs[-1].agent.slug if runs else "")
-            ),
-            "can": capabilities(request.user),
-        },
-    )
+    can = capabilities(request.user)
+    return {
+        "nav": "threads",
+        "thread": thread,
+        "thread_messages": messages,
+        "runs": runs,
+        "open_run": open_run,
+        "supersede": tickets_superseded(open_run) if can["start"] else None,
+        "agents": selectors.agents_for_composer(),
+        "default_agent": (
+            open_run.agent.slug if open_run else (runs[-1].agent.slug if runs else "")
+        ),
+        "can": can,
+    }
+
+
+@require(VIEW, "view threads")
+def thread_page(request: HttpRequest, thread_id: Any) -> HttpResponse:
+    return render(request, "runs/thread_detail.html", thread_page_context(request, thread_id))
 
 
 @require(AUDIT, "view the audit log")

@@ -3,7 +3,8 @@
  *    (the page rendered 1..N) then streams live; rows arrive as server-rendered, escaped
  *    HTML, one per `event` frame or several in one `events` frame when the run is busy;
  *    duplicates (seq <= last) are dropped; reconnects with jittered backoff from the
- *    last seq; token deltas are shown with textContent only.
+ *    last seq (at once when the browser comes back online); token deltas are shown with
+ *    textContent only.
  *  - list pages ([data-live]): ws/dashboard/ says which run changed; the page refetches
  *    that run's row (the same partial the page rendered) and, at most once per
  *    PANEL_REFRESH_MS, its panels (the inbox list); the dashboard's figures are pushed
@@ -25,8 +26,10 @@
 
   function keepAlive(path, onMessage, status) {
     let attempt = 0;
+    let retry = null;  // the planned reconnect while the socket is down
     const state = { socket: null };
     function connect() {
+      retry = null;
       const socket = new WebSocket(wsUrl(path()));
       state.socket = socket;
       window.__awakenSocket = socket;
@@ -35,9 +38,17 @@
       socket.onclose = function (event) {
         if (FINAL_CODES.has(event.code)) { status("closed (" + event.code + ")", true); return; }
         status("reconnecting…", true);
-        setTimeout(connect, backoff(attempt++));
+        retry = setTimeout(connect, backoff(attempt++));
       };
     }
+    // Back online: the failed attempts were the network's fault, so reconnect now instead
+    // of after the back-off they built up (up to 10 s of a page that looks live but is not).
+    window.addEventListener("online", function () {
+      if (retry === null) { return; }  // open, connecting, or closed for good
+      clearTimeout(retry);
+      attempt = 0;
+      connect();
+    });
     connect();
     return state;
   }
@@ -205,6 +216,10 @@
   document.addEventListener("click", function (event) {
     const button = event.target.closest("[data-confirm]");
     if (button && !window.confirm(button.dataset.confirm)) { event.preventDefault(); }
+    // a decision outcome stays until the operator dismisses it
+    const dismiss = event.target.closest("[data-dismiss]");
+    const outcome = dismiss ? dismiss.closest(".outcome") : null;
+    if (outcome) { outcome.remove(); }
   });
 
   document.addEventListener("DOMContentLoaded", function () {

@@ -118,7 +118,7 @@ def test_two_operators_first_decision_wins_and_the_late_one_is_told_who(new_page
     expect(stale.get_by_role("button", name="Approve")).to_be_visible()
 
     a.goto(f"/runs/{run_id}/")
-    with a.expect_response(decide_url) as answer:  # its flash may be refreshed away at once
+    with a.expect_response(decide_url) as answer:
         a.get_by_role("button", name="Approve").click()
     assert answer.value.status == 200
     assert "Approved write_note." in answer.value.text()
@@ -131,7 +131,7 @@ def test_two_operators_first_decision_wins_and_the_late_one_is_told_who(new_page
     with stale.expect_response(decide_url) as answer:
         stale.get_by_role("button", name="Approve").click()
     assert answer.value.status == 409
-    flash = stale.locator("#run-tickets .flash.error")
+    flash = stale.locator("#run-outcomes .flash.error")
     expect(flash).to_contain_text(re.compile(r"already decided by opa at \d{4}-\d\d-\d\dT"))
 
     wait_status(run_id, "done")

@@ -205,6 +205,49 @@ def test_cancel_and_retry_from_the_page(operator_client):
     assert response["Location"].endswith(f"/runs/{retry.pk}/")
 
 
+def test_every_action_keeps_a_long_request_id_cut_to_its_column(operator_client):
+    # each action's audit row records the X-Request-ID; one longer than the column failed
+    # the action itself on PostgreSQL (a 500, the decision or cancel lost)
+    long_id = {"HTTP_X_REQUEST_ID": "x" * 200}
+    ticket = Ticket.objects.get(run=waiting_run())
+    decided = operator_client.post(
+        reverse("runs:ticket-decide", args=[ticket.pk]),
+        {"action": "approve"},
+        HTTP_HX_REQUEST="true",
+        **long_id,
+    )
+    assert decided.status_code == 200
+    cancelled = waiting_run("dinner")
+    operator_client.post(reverse("runs:run-cancel", args=[cancelled.pk]), **long_id)
+    failed = drive(run_start(agent=scripted_agent([{"error": "boom"}]), messages="x"))
+    operator_client.post(reverse("runs:run-retry", args=[failed.pk]), **long_id)
+    agent = scripted_agent([{"text": "hi"}])
+    operator_client.post(
+        reverse("runs:thread-new"), {"agent": agent.slug, "message": "hello"}, **long_id
+    )
+    operator_client.post(reverse("runs:tokens"), {"name": "cli", "expires_days": ""}, **long_id)
+
+    assert Decision.objects.filter(ticket=ticket).exists()
+    assert Run.objects.get(pk=cancelled.pk).status_reason == "cancelled"
+    assert Run.objects.filter(retry_of=failed).exists()
+    mine = AuditEntry.objects.filter(actor_label="alice")
+    actions = {"ticket.approve", "run.cancel", "run.retry", "run.start", "token.create"}
+    assert set(mine.values_list("action", flat=True)) >= actions
+    assert set(mine.values_list("request_id", flat=True)) == {"x" * 64}
+
+
+def test_a_json_answer_nested_too_deeply_is_refused_not_a_500(operator_client):
+    ticket = Ticket.objects.get(run=waiting_run())
+    response = operator_client.post(
+        reverse("runs:ticket-decide", args=[ticket.pk]),
+        {"action": "respond", "answer": "[" * 2000 + "]" * 2000},
+        HTTP_HX_REQUEST="true",
+    )
+    assert response.status_code == 400
+    assert "nested too deeply" in response.content.decode()
+    assert Ticket.objects.get(pk=ticket.pk).status == Ticket.Status.PENDING
+
+
 def _many_runs(n: int) -> None:
     agent = scripted_agent([{"text": "ok"}])
     for index in range(n):

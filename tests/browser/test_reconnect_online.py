@@ -1,0 +1,67 @@
+"""A run page whose socket dropped while the browser was offline reconnects as soon as
+the browser is back online, not after the back-off its failed attempts built up."""
+
+from __future__ import annotations
+
+from django.core.management import call_command
+from playwright.sync_api import expect
+
+from tests.browser.helpers import login, start_run
+from tests.browser.test_operator_flows import pending_ticket
+from tests.factories import user_with_role
+from tests.processes import free_port
+
+# While `__offline`, the page's sockets go to a port nobody listens on: each attempt fails
+# at once, as it does without a network, and is counted.
+OFFLINE_SOCKETS = """(() => {
+  const Real = window.WebSocket;
+  window.__offline = false;
+  window.__failed = 0;
+  window.__onlineEvents = 0;
+  window.__onlineAt = null;
+  window.__reconnectAt = null;
+  window.addEventListener("online", () => {
+    window.__onlineEvents++;
+    window.__onlineAt = performance.now();
+  });
+  window.WebSocket = class extends Real {
+    constructor(url, protocols) {
+      const offline = window.__offline;
+      if (!offline && window.__onlineAt !== null && window.__reconnectAt === null) {
+        window.__reconnectAt = performance.now();
+      }
+      super(offline ? "ws://127.0.0.1:%d/" : url, protocols);
+      if (offline) { this.addEventListener("close", () => { window.__failed++; }); }
+    }
+  };
+})();"""
+
+
+def test_the_stream_reconnects_at_once_when_the_browser_is_back_online(new_page):
+    call_command("seed_demo", verbosity=0)
+    user_with_role("operator", "opa")
+    page = new_page()
+    page.add_init_script(OFFLINE_SOCKETS % free_port())
+    login(page, "opa")
+    run_id = start_run(page, "approver", "please write a note about lunch")
+    pending_ticket(run_id)
+    page.goto(f"/runs/{run_id}/")
+    conn = page.locator("#conn")
+    expect(conn).to_have_text("live")
+
+    page.context.set_offline(True)
+    page.evaluate("window.__offline = true; window.__awakenSocket.close()")
+    # four failed attempts: the next one is planned 3.2 to 6.4 s later
+    page.wait_for_function("window.__failed >= 4", polling=50, timeout=15_000)
+    expect(conn).to_have_text("reconnecting…")
+
+    page.evaluate("window.__offline = false")
+    page.context.set_offline(False)  # the browser fires `online`
+    expect(conn).to_have_text("live", timeout=10_000)
+    # timed in the page, so a slow test machine does not count: the socket opened on the
+    # `online` event itself, not when the back-off (3.2 s or more) ran out
+    delay = page.evaluate("window.__reconnectAt - window.__onlineAt")
+    assert 0 <= delay < 1000, delay
+    assert page.evaluate("window.__onlineEvents") == 1
+    assert page.evaluate("window.__failed") == 4  # no attempt in between: the online one won
+    assert page.locator("#run-tickets .ticket").count() == 1
