@@ -152,7 +152,7 @@ class Model(models.Model):
 
 
 class RemoteEndpoint(Configured, HealthFields):
-    """A remote agent reached over a protocol backend (REFERENCE §6.3); only `a2a` exists."""
+    """A remote agent reached over a protocol backend; only `a2a` exists."""
 
     class Backend(models.TextChoices):
         A2A = "a2a", "A2A (Agent2Agent)"

@@ -82,7 +82,7 @@ def keyset_page(
 # --- runs -----------------------------------------------------------------------------------------------
 
 
-# The waiting reasons of REFERENCE §1.6, as offered in filters.
+# The waiting reasons (docs/run-model.md), as offered in filters.
 WAITING_REASONS = [reason.value for reason in WaitingReason]
 
 

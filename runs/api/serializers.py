@@ -417,7 +417,7 @@ class RunPageSerializer(serializers.Serializer):
 
 
 class EventSerializer(serializers.Serializer):
-    """An AgentEvent as persisted: its own fields (see REFERENCE §5) plus seq and time."""
+    """An AgentEvent as persisted: its own fields (docs/run-model.md) plus seq and time."""
 
     seq = serializers.IntegerField(help_text="Per-run 1, 2, 3 … with no gaps.")
     event_type = serializers.CharField(help_text="run_start, step_start, text_delta, …")

@@ -1,5 +1,5 @@
-"""Event order, durable records and messages of whole runs through AgentLoop
-(REFERENCE §1, §2.5, §4, §5, §7.3, §7.4; SPEC §2)."""
+"""Event order, durable records and messages of whole runs through AgentLoop, as
+docs/run-model.md describes them, with this project's differences from upstream."""
 
 from __future__ import annotations
 
@@ -201,7 +201,7 @@ class ListTool:
         return ToolResult.success("sum", sum(arguments["items"]))
 
 
-# --- §5.1: text only -----------------------------------------------------------------------------
+# --- text only -----------------------------------------------------------------------------------
 
 
 def test_text_only_run_emits_start_step_deltas_and_natural_finish() -> None:
@@ -269,7 +269,7 @@ def test_every_state_snapshot_carries_the_persisted_state() -> None:
     assert lifecycle["step_count"] == 1
 
 
-# --- §5.1: one auto-allowed tool call, then text -------------------------------------------------
+# --- one auto-allowed tool call, then text -------------------------------------------------------
 
 
 def test_allowed_tool_call_then_text_follows_reference_order() -> None:
@@ -328,7 +328,7 @@ def test_tool_result_is_sent_to_the_model_on_the_next_inference() -> None:
     assert json.loads(second[2].text()) == {"message": "hi"}
 
 
-# --- §5.2: permission ask → suspend --------------------------------------------------------------
+# --- permission ask → suspend --------------------------------------------------------------------
 
 
 def suspended_harness(turns: list[Turn] | None = None, **kwargs: Any) -> Harness:
@@ -662,7 +662,7 @@ def test_a_tool_suspending_itself_stops_the_batch_and_its_answer_is_the_result()
     assert_persisted_log_matches_stream(h)
 
 
-# --- §5.3: cancellation --------------------------------------------------------------------------
+# --- cancellation --------------------------------------------------------------------------------
 
 
 def test_cancel_while_streaming_closes_the_step_and_ends_cancelled() -> None:
@@ -740,7 +740,7 @@ def test_cancel_during_a_tool_interrupts_the_rest_of_the_batch() -> None:
     assert h.record.status_reason == "cancelled"
 
 
-# --- §7.3: deny ----------------------------------------------------------------------------------
+# --- deny ----------------------------------------------------------------------------------------
 
 
 def test_deny_rule_blocks_the_run_and_interrupts_remaining_calls() -> None:
@@ -823,7 +823,7 @@ def test_allowed_call_before_a_denied_one_still_runs() -> None:
     assert h.record.status_reason == "blocked:Tool 'rm' denied by permission rules"
 
 
-# --- §7.4: stop policies -------------------------------------------------------------------------
+# --- stop policies -------------------------------------------------------------------------------
 
 
 def test_max_rounds_stops_after_the_inference_that_exceeds_it() -> None:
@@ -923,7 +923,7 @@ def test_a_successful_step_resets_the_consecutive_error_count() -> None:
     assert h.tool("boom").calls == 2
 
 
-# --- SPEC §2.6: steps do not reset on resume -----------------------------------------------------
+# --- steps do not reset on resume ----------------------------------------------------------------
 
 
 def test_steps_count_every_step_across_activations() -> None:
@@ -956,7 +956,7 @@ def test_max_rounds_counts_inferences_across_activations() -> None:
     assert h.record.steps == 2
 
 
-# --- bad model output and failing tools (SPEC §6) ------------------------------------------------
+# --- bad model output and failing tools: a clear error, a defined state --------------------------
 
 
 def test_malformed_tool_call_json_fails_the_call_and_the_run_continues() -> None:
@@ -1121,7 +1121,7 @@ def test_a_raising_tool_fails_the_call_and_the_run_continues() -> None:
     assert h.store.tool_calls["r1"]["call-1"].status is ToolCallStatus.FAILED
 
 
-# --- checkpoints, ranges and produced-by stamps (REFERENCE §2.5, SPEC §2.1) ----------------------
+# --- append-only checkpoints, ranges and produced-by stamps --------------------------------------
 
 
 def test_suspend_and_resume_append_each_message_once() -> None:

@@ -1,4 +1,4 @@
-"""Permission rules: pattern forms, precedence and defaults (REFERENCE §7.3)."""
+"""Permission rules: pattern forms, precedence and defaults (docs/run-model.md)."""
 
 from __future__ import annotations
 

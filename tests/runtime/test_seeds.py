@@ -1,4 +1,5 @@
-"""Ports of the upstream seed tests (seeds 000, 001 and 003) onto the Python runtime."""
+"""The upstream runtime's own test cases, ported to this Python runtime as acceptance
+cases: those of its checkpoint, its execution backends and its local backend."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from runs.runtime.types import (
     waiting_tickets_from_states,
 )
 
-# --- seed 000: checkpoint.rs ---------------------------------------------------------------------
+# --- upstream's checkpoint cases -----------------------------------------------------------------
 
 
 def test_waiting_state_persists_suspended_tool_tickets() -> None:
@@ -120,12 +121,12 @@ def test_materialize_message_log_preserves_output_across_same_run_resume() -> No
     assert output.message_ids == ["m-old-output", "m-new-output"]
     assert output.range == MessageSeqRange.new(2, 4)
     assert messages[3].produced_by_run_id() == "run-1"
-    # REFERENCE §2.5 worked example: the new message is stamped step 1, the old keeps step 0.
+    # docs/run-model.md's example: the new message is stamped step 1, the old keeps step 0.
     assert messages[3].step_index == 1
     assert messages[1].step_index == 0
 
 
-# --- seed 001: backend/mod.rs --------------------------------------------------------------------
+# --- upstream's execution backend cases ----------------------------------------------------------
 
 
 def test_backend_status_timeout_is_first_class_at_runtime_boundary() -> None:
@@ -146,7 +147,7 @@ def test_backend_status_waiting_is_first_class_at_runtime_boundary() -> None:
     assert status.result_status_label(termination) == "waiting_input"
 
 
-# --- seed 003: backend/local.rs ------------------------------------------------------------------
+# --- upstream's local backend cases --------------------------------------------------------------
 
 
 class BindingPlugin:

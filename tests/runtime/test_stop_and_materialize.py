@@ -1,5 +1,5 @@
-"""Stop policy configuration and checks (REFERENCE §7.4) and output materialization
-(REFERENCE §2.5; SPEC §2.1 incremental checkpoints)."""
+"""Stop policy configuration and checks, and output materialization with incremental
+checkpoints (docs/run-model.md, "Stop policies" and "Input and output ranges")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The run model's enums and their mappings (REFERENCE §1, §2.4, §4.1)."""
+"""The run model's enums and their mappings (docs/run-model.md)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from runs.runtime.types import (
 
 C, R, W, D = RunStatus.CREATED, RunStatus.RUNNING, RunStatus.WAITING, RunStatus.DONE
 
-# REFERENCE §1.1, row by row: (from, to, allowed).
+# The run status transitions, row by row: (from, to, allowed).
 RUN_TRANSITIONS = [
     (C, C, True), (C, R, True), (C, W, False), (C, D, True),
     (R, C, False), (R, R, True), (R, W, True), (R, D, True),
@@ -47,7 +47,7 @@ def test_run_status_json_is_lower_snake_case() -> None:
     assert [status.value for status in RunStatus] == ["created", "running", "waiting", "done"]
 
 
-# --- TerminationReason (REFERENCE §1.4) ----------------------------------------------------------
+# --- TerminationReason ---------------------------------------------------------------------------
 
 TERMINATIONS = [
     (TerminationReason.natural_end(), {"type": "natural_end"}, (D, "natural")),
@@ -145,7 +145,7 @@ def test_done_reason_round_trips_through_to_run_status(termination: TerminationR
         assert parsed == termination
 
 
-# --- WaitingReason (REFERENCE §1.3, §1.6) --------------------------------------------------------
+# --- WaitingReason -------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -201,7 +201,7 @@ def test_run_record_waiting_reason_only_when_waiting(status: RunStatus) -> None:
     assert record.waiting_reason() is expected
 
 
-# --- BackendRunStatus (REFERENCE §1.5) -----------------------------------------------------------
+# --- BackendRunStatus ----------------------------------------------------------------------------
 
 ANY_TERMINATION = TerminationReason.error("should not win")
 
@@ -263,7 +263,7 @@ def test_backend_status_covers_every_kind() -> None:
     assert kinds == set(BackendRunStatusKind)
 
 
-# --- map_termination (backends/local.py, seed 003) -----------------------------------------------
+# --- map_termination (backends/local.py) ---------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -295,7 +295,7 @@ def test_map_termination_stopped_is_failed_naming_the_code() -> None:
     assert "max_rounds" in status.message
 
 
-# --- ToolCallStatus (REFERENCE §4.1) -------------------------------------------------------------
+# --- ToolCallStatus ------------------------------------------------------------------------------
 
 N, RU, S, RE = (
     ToolCallStatus.NEW,
@@ -335,7 +335,7 @@ def test_tool_call_terminal_statuses() -> None:
     ]
 
 
-# --- MessageSeqRange (REFERENCE §2.4) ------------------------------------------------------------
+# --- MessageSeqRange -----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
