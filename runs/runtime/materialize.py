@@ -1,4 +1,4 @@
-"""Input/output ranges and produced-by stamping (REFERENCE §2.5, seed `materialize_message_log`)."""
+"""Input/output ranges and produced-by stamping, as upstream's `materialize_message_log` does."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def materialize_message_log(
 
     `start_index` skips messages already committed by earlier checkpoints of this run:
     they were stamped and counted then, and the previous output carries them, so a
-    checkpoint's cost does not grow with the thread's length (SPEC §2.1).
+    checkpoint's cost does not grow with the thread's length.
     """
     input_ = (
         (previous.input if previous else None)

@@ -1,4 +1,4 @@
-"""Permission rules: allow / ask / deny per tool call (REFERENCE §7.3).
+"""Permission rules: allow / ask / deny per tool call.
 
 Pattern syntax:
   read_file                     exact tool name

@@ -1,7 +1,7 @@
-"""Stop policies, evaluated after every inference (REFERENCE §7.4).
+"""Stop policies, evaluated after every inference.
 
 A limit of 0 disables a policy. The statistics live in the run's persisted state so a
-resumed run keeps counting (steps do not reset, SPEC §2.6).
+resumed run keeps counting (its steps do not reset either).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The run model's data types: enums, records and their JSON shapes (REFERENCE §1-4).
+"""The run model's data types: enums, records and their JSON shapes (docs/run-model.md).
 
 Plain dataclasses, no Django. JSON produced here is what the API, the events and the
 database store, so field names follow upstream exactly.
@@ -27,7 +27,7 @@ def _drop_none(data: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in data.items() if value is not None}
 
 
-# --- Run lifecycle (REFERENCE §1) --------------------------------------------------------
+# --- Run lifecycle -----------------------------------------------------------------------
 
 
 class RunStatus(StrEnum):
@@ -64,7 +64,7 @@ class WaitingReason(StrEnum):
 
 
 def waiting_reason_from_status_reason(status_reason: str | None) -> WaitingReason:
-    """REFERENCE §1.3: the same table for local and remote checkpoints."""
+    """The waiting reason a status_reason stands for, the same for local and remote runs."""
     match status_reason:
         case "awaiting_tasks":
             return WaitingReason.BACKGROUND_TASKS
@@ -202,7 +202,7 @@ _STATUS_LABELS = {
 
 @dataclass(frozen=True)
 class BackendRunStatus:
-    """REFERENCE §1.5: a backend's outcome and its durable (status, reason, label) mapping."""
+    """A backend's outcome and its durable (status, reason, label) mapping."""
 
     kind: BackendRunStatusKind
     message: str | None = None
@@ -281,7 +281,7 @@ _WAITING_KINDS = {
 }
 
 
-# --- Messages (REFERENCE §3) ---------------------------------------------------------------
+# --- Messages ------------------------------------------------------------------------------
 
 
 class Role(StrEnum):
@@ -342,7 +342,7 @@ class Message:
         return self.run_id
 
     def mark_produced_by(self, run_id: str, step_index: int | None) -> None:
-        """Stamp the producer; never overwrites an existing stamp (REFERENCE §3.1)."""
+        """Stamp the producer; never overwrites an existing stamp."""
         if self.run_id is None:
             self.run_id = run_id
         if self.step_index is None:
@@ -377,7 +377,7 @@ class Message:
         )
 
 
-# --- Input / output ranges (REFERENCE §2.4) ---------------------------------------------------
+# --- Input / output ranges --------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -492,7 +492,7 @@ class RunRequestSnapshot:
         )
 
 
-# --- Tool calls, suspension and resume (REFERENCE §4) ------------------------------------------
+# --- Tool calls, suspension and resume ---------------------------------------------------------
 
 
 class ToolCallStatus(StrEnum):
@@ -726,7 +726,7 @@ class RunWaitingState:
 
 
 def waiting_tickets_from_states(states: dict[str, ToolCallState]) -> list[RunWaitingTicket]:
-    """One ticket per suspended call, sorted by (tool_call_id, ticket_id) (REFERENCE §2.3)."""
+    """One ticket per suspended call, sorted by (tool_call_id, ticket_id)."""
     tickets = [
         RunWaitingTicket(
             ticket_id=call.ticket_id,
@@ -821,7 +821,7 @@ class ToolResult:
         return json.dumps(self.data, ensure_ascii=False, default=str)
 
     def resume_payload(self) -> Any:
-        """The payload of a tool_call_resumed event (REFERENCE §4.6)."""
+        """The payload of a tool_call_resumed event."""
         if self.status is ToolStatus.SUCCESS:
             if not self.metadata:
                 return self.data
@@ -882,7 +882,7 @@ class RunLifecycleState:
         )
 
     def apply(self, target: RunStatus, reason: str | None, *, clear_reason: bool = False) -> bool:
-        """Apply a lifecycle update; illegal transitions are skipped, not raised (REFERENCE §1.1)."""
+        """Apply a lifecycle update; illegal transitions are skipped, not raised."""
         if not self.status.can_transition_to(target):
             return False
         self.status = target
@@ -893,7 +893,7 @@ class RunLifecycleState:
 
 @dataclass
 class RunRecord:
-    """Every field of upstream's RunRecord (REFERENCE §2.1). Times are unix seconds."""
+    """Every field of upstream's RunRecord (docs/run-model.md). Times are unix seconds."""
 
     run_id: str
     thread_id: str
