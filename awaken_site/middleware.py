@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Any
+from typing import Any, cast
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.core.signals import got_request_exception
@@ -35,14 +35,17 @@ def is_pool_timeout(exc: BaseException | None) -> bool:
     return False
 
 
+def error_response(request: HttpRequest, status: int, code: str, message: str) -> HttpResponse:
+    """The API's error shape under /api/, plain text for pages."""
+    if request.path.startswith("/api/"):
+        body = {"error": {"code": code, "message": message, "details": {}}}
+        return JsonResponse(body, status=status)
+    return HttpResponse(message, status=status, content_type="text/plain; charset=utf-8")
+
+
 def database_unavailable_response(request: HttpRequest) -> HttpResponse:
     message = "The database is busy: no connection became free in time. Retry shortly."
-    response: HttpResponse
-    if request.path.startswith("/api/"):
-        body = {"error": {"code": "database_unavailable", "message": message, "details": {}}}
-        response = JsonResponse(body, status=503)
-    else:
-        response = HttpResponse(message, status=503, content_type="text/plain; charset=utf-8")
+    response = error_response(request, 503, "database_unavailable", message)
     response["Retry-After"] = str(RETRY_AFTER_SECONDS)
     return response
 
@@ -58,9 +61,8 @@ def _flag_request(sender: Any, request: HttpRequest | None = None, **kwargs: Any
 got_request_exception.connect(_flag_request, dispatch_uid="awaken-database-unavailable")
 
 
-class DatabaseUnavailableMiddleware:
-    """Place it early (outermost): it replaces the response of a request that failed
-    because the pool timed out with a 503 and `Retry-After`."""
+class _SyncAndAsync:
+    """A middleware that runs in the server's own mode (no thread hop under daphne)."""
 
     sync_capable = True
     async_capable = True
@@ -69,7 +71,12 @@ class DatabaseUnavailableMiddleware:
         self.get_response = get_response
         self.async_mode = iscoroutinefunction(get_response)
         if self.async_mode:
-            markcoroutinefunction(self)
+            markcoroutinefunction(cast(Any, self))  # its subclasses define __call__
+
+
+class DatabaseUnavailableMiddleware(_SyncAndAsync):
+    """Place it early (outermost): it replaces the response of a request that failed
+    because the pool timed out with a 503 and `Retry-After`."""
 
     def __call__(self, request: HttpRequest) -> Any:
         if self.async_mode:
@@ -97,19 +104,10 @@ def _has_nul(values: Any) -> bool:
     return any("\x00" in key or any("\x00" in v for v in vals) for key, vals in values.lists())
 
 
-class RejectNulMiddleware:
+class RejectNulMiddleware(_SyncAndAsync):
     """400 for a NUL character in a query-string or form field: PostgreSQL refuses NUL in
     text, so a filter or a form value carrying one would reach the database and fail
     there as a 500. JSON bodies are checked by the API's parser."""
-
-    sync_capable = True
-    async_capable = True
-
-    def __init__(self, get_response: Any) -> None:
-        self.get_response = get_response
-        self.async_mode = iscoroutinefunction(get_response)
-        if self.async_mode:
-            markcoroutinefunction(self)
 
     def __call__(self, request: HttpRequest) -> Any:
         if self.async_mode:
@@ -127,7 +125,4 @@ class RejectNulMiddleware:
         if not (_has_nul(request.GET) or (form and _has_nul(request.POST))):
             return None
         message = "A field contains a NUL character, which cannot be stored."
-        if request.path.startswith("/api/"):
-            body = {"error": {"code": "parse_error", "message": message, "details": {}}}
-            return JsonResponse(body, status=400)
-        return HttpResponse(message, status=400, content_type="text/plain; charset=utf-8")
+        return error_response(request, 400, "parse_error", message)

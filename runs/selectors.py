@@ -364,16 +364,21 @@ def run_open_tickets(run: Run) -> Rows:
 # --- tickets ----------------------------------------------------------------------------------------------
 
 
+def _tickets_for(tickets: QuerySet[Ticket], agent: str, tool: str) -> QuerySet[Ticket]:
+    """The agent and tool filters of the inbox and the tickets API."""
+    if agent:
+        tickets = tickets.filter(agent_id=_agent_id(agent))
+    if tool:
+        tickets = tickets.filter(tool_name=tool)
+    return tickets
+
+
 def inbox_tickets(
     *, agent: str = "", tool: str = "", cursor: str | None = None, size: int = PAGE_SIZE
 ) -> Page:
     """Pending tickets, oldest first, over the (partial) inbox indexes."""
     tickets = Ticket.objects.for_operators().select_related("run__agent", "tool_call")
-    if agent:
-        tickets = tickets.filter(agent_id=_agent_id(agent))
-    if tool:
-        tickets = tickets.filter(tool_name=tool)
-    return keyset_page(tickets, cursor, size, oldest_first=True)
+    return keyset_page(_tickets_for(tickets, agent, tool), cursor, size, oldest_first=True)
 
 
 def ticket_list(
@@ -385,20 +390,11 @@ def ticket_list(
     tickets = Ticket.objects.filter(status=status).select_related(
         "run__agent", "tool_call", "decision"
     )
-    if agent:
-        tickets = tickets.filter(agent_id=_agent_id(agent))
-    if tool:
-        tickets = tickets.filter(tool_name=tool)
-    return keyset_page(tickets, cursor, size)
+    return keyset_page(_tickets_for(tickets, agent, tool), cursor, size)
 
 
 def inbox_count(*, agent: str = "", tool: str = "") -> int:
-    tickets = Ticket.objects.for_operators()
-    if agent:
-        tickets = tickets.filter(agent_id=_agent_id(agent))
-    if tool:
-        tickets = tickets.filter(tool_name=tool)
-    return tickets.count()
+    return _tickets_for(Ticket.objects.for_operators(), agent, tool).count()
 
 
 def inbox_filter_options() -> tuple[list[str], list[str]]:
