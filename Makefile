@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install run test test-distributed lint bench bench-peers bench-scale clean screenshots
+.PHONY: install run test test-fast test-distributed lint bench bench-peers bench-scale clean screenshots
 
 $(VENV)/.installed: pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,6 +28,16 @@ run: install
 test: install
 	DB_POOL=$${DB_POOL:-false} $(BIN)/python -m pytest $(PYTEST_ARGS)
 
+# The quick lane while working: the suite on SQLite and the in-memory layer, without the
+# browser tests, tests/integration (real worker/daphne processes) and the tests marked
+# `slow`, spread over FAST_WORKERS processes (pytest-xdist; each has its own test database).
+# `make test` remains the whole suite, in one process.
+FAST_WORKERS ?= 2
+test-fast: install
+	env -u DATABASE_URL -u REDIS_URL -u CELERY_BROKER_URL DB_POOL=false \
+	$(BIN)/python -m pytest -n $(FAST_WORKERS) -m "not slow" \
+		--ignore=tests/browser --ignore=tests/integration $(PYTEST_ARGS)
+
 # The same suite on PostgreSQL + a private Redis, with real worker/beat/daphne processes.
 TEST_REDIS_PORT ?= 6390
 test-distributed: install
@@ -41,7 +51,7 @@ test-distributed: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy runs agents awaken_site
+	$(BIN)/mypy runs agents awaken_site common
 	$(BIN)/lint-imports
 	$(BIN)/python manage.py makemigrations --check --dry-run
 

@@ -1,4 +1,7 @@
 from django.apps import AppConfig
+from django.core.checks import Tags, register
+
+from agents.checks import encryption_keys_check
 
 
 class AgentsConfig(AppConfig):
@@ -7,4 +10,4 @@ class AgentsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from agents import checks  # noqa: F401  (registers the system checks)
+        register(encryption_keys_check, Tags.security, deploy=True)

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from cryptography.fernet import Fernet
 from django.conf import settings
-from django.core.checks import Error, Tags, Warning, register
+from django.core.checks import Error, Warning
 
 
-@register(Tags.security, deploy=True)
 def encryption_keys_check(app_configs: Any = None, **kwargs: Any) -> list[Any]:
-    from cryptography.fernet import Fernet
-
+    """Deploy check (registered by `AgentsConfig.ready`): the keys secrets are encrypted
+    with are set, and each is a Fernet key."""
     keys = list(settings.AWAKEN_ENCRYPTION_KEYS)
     if not keys:
         return [

@@ -11,6 +11,7 @@ from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 
 from agents import secrets
+from common.fields import usd_per_million_tokens
 
 SLUG = RegexValidator(
     r"^[a-z0-9][a-z0-9_-]{0,62}$",
@@ -91,18 +92,6 @@ class ModelProvider(Configured, HealthFields):
         """The key saved in the row (decrypted), or "". Runs use
         `agents.providers.resolve_api_key`, which falls back to `api_key_env`."""
         return secrets.decrypt(self.api_key_encrypted) if self.api_key_encrypted else ""
-
-
-def usd_per_million_tokens(help_text: str) -> models.DecimalField:
-    """A token price (a model's, or the one a run kept); null: not priced."""
-    return models.DecimalField(
-        max_digits=12,
-        decimal_places=4,
-        null=True,
-        blank=True,
-        validators=[MinValueValidator(0)],
-        help_text=help_text,
-    )
 
 
 class Model(models.Model):
@@ -191,7 +180,9 @@ class RemoteEndpoint(Configured, HealthFields):
 
 class Agent(Configured):
     """The editable draft of an agent. Runs never read it directly: they pin a published
-    AgentVersion (publish freezes the draft)."""
+    AgentVersion (publish freezes the draft). Its configuration is validated by
+    `agents.services.agents.agent_validate` (the admin form and publishing call it), not
+    by `clean()`: it needs the tool registry and the other agents."""
 
     slug = models.CharField(
         max_length=63, unique=True, validators=[SLUG], help_text="Agent id (used in tool names)."
@@ -253,18 +244,6 @@ class Agent(Configured):
         related_name="delegators",
         help_text="Agents it may call as tools agent_run_<id>.",
     )
-
-    def clean(self) -> None:
-        from . import services
-
-        errors = services.agent_config_errors(
-            tools=self.tools,
-            permission=self.permission,
-            max_rounds=self.max_rounds,
-            stop_conditions=self.stop_conditions,
-        )
-        if errors:
-            raise ValidationError(errors)
 
 
 class AgentVersion(models.Model):

@@ -7,7 +7,7 @@ from typing import Any
 
 from agents.models import Agent, AgentVersion, Model
 from agents.providers import client_for, model_snapshot
-from agents.services import agent_version_latest
+from agents.selectors import agent_version_latest
 from agents.tools import get_tool
 from runs.runtime.backends import DelegateTool
 from runs.runtime.backends.delegate import DelegateRunner

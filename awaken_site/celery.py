@@ -23,7 +23,7 @@ from celery.signals import (
     worker_process_init,
 )
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import close_old_connections, connections
 from django.utils.module_loading import import_string
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "awaken_site.settings")
@@ -76,8 +76,8 @@ def forget_inherited_database_connections(**kwargs: object) -> None:
     The child then creates its own pool at its first query (Django creates pools
     lazily). The worker's main process does not query the database, so normally there
     is nothing to forget; this guards against a future import-time query."""
-    from django.db import connections
-    from django.db.backends.postgresql.base import DatabaseWrapper
+    # The PostgreSQL backend (psycopg) is loaded only in a worker's child, never in beat.
+    from django.db.backends.postgresql.base import DatabaseWrapper  # noqa: PLC0415
 
     for conn in connections.all(initialized_only=True):
         conn.connection = None

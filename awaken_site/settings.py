@@ -36,6 +36,7 @@ INSTALLED_APPS = [
     "channels",
     "agents",
     "runs",
+    "common",
 ]
 
 MIDDLEWARE = [
@@ -262,6 +263,34 @@ if not DEBUG:
     if env_bool("SECURE_PROXY_SSL_HEADER", False):
         SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
+# --- Content-Security-Policy (django-csp 4) ------------------------------------------------
+# No inline script or style anywhere: the templates load static files only and hand URLs
+# and settings to the scripts in data-* attributes (the API docs page included: its
+# template is overridden in templates/drf_spectacular/). 'self' in connect-src also
+# covers the page's own host and port over websockets (CSP Level 3: ws: or wss: from an
+# http: page, wss: from an https: page; Chromium 71+, Firefox, Safari 16+). For older
+# browsers, or sockets served from another host, list their origins (comma-separated,
+# e.g. wss://ops.example.com) in CSP_CONNECT_SRC_EXTRA.
+INSTALLED_APPS += ["csp"]
+MIDDLEWARE.insert(
+    MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1,
+    "csp.middleware.CSPMiddleware",
+)
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'", *env_list("CSP_CONNECT_SRC_EXTRA", [])],
+        "frame-ancestors": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "object-src": ["'none'"],
+    },
+}
+# --- end Content-Security-Policy -------------------------------------------------------------
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -294,7 +323,7 @@ if not re.fullmatch(r"\d+/(s|sec|m|min|h|hour|d|day)", API_THROTTLE_RATE):
     )
 
 # Throttle counters: shared through Redis when there is one, else per process. With
-# Redis the throttle (runs.api.auth) talks to it through its own per-process connection
+# Redis the throttle (common.api.auth) talks to it through its own per-process connection
 # pool, one round trip per request, with 0.5 s socket timeouts (it fails open); this
 # cache alias then only names the same Redis database (`clear()` in tests). Its socket
 # timeouts are explicit for the reason given at REDIS_URL above.
@@ -319,16 +348,16 @@ CACHES = {
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "runs.api.auth.ApiTokenAuthentication",
+        "common.api.auth.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_THROTTLE_CLASSES": ["runs.api.auth.TokenRateThrottle"],
+    "DEFAULT_THROTTLE_CLASSES": ["common.api.auth.TokenRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {"api_token": API_THROTTLE_RATE},
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["runs.api.parsers.LimitedJSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["common.api.parsers.LimitedJSONParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "runs.api.errors.exception_handler",
+    "EXCEPTION_HANDLER": "common.api.errors.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 

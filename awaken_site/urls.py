@@ -1,9 +1,16 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
-from django.http import HttpRequest, HttpResponseRedirect, JsonResponse
+from django.http import (
+    HttpRequest,
+    HttpResponsePermanentRedirect,
+    HttpResponseRedirect,
+    JsonResponse,
+)
 from django.templatetags.static import static
-from django.urls import include, path
+from django.urls import include, path, re_path
+
+from runs.api.health import readiness
 
 
 @login_not_required
@@ -14,8 +21,6 @@ def healthz(request: HttpRequest) -> JsonResponse:
 @login_not_required
 def readyz(request: HttpRequest) -> JsonResponse:
     """Database, Celery broker and channel layer reachable: 200, else 503."""
-    from runs.api.health import readiness
-
     ok, checks = readiness()
     return JsonResponse(
         {"status": "ok" if ok else "unavailable", "checks": checks}, status=200 if ok else 503
@@ -29,8 +34,18 @@ def favicon(request: HttpRequest) -> HttpResponseRedirect:
     return HttpResponseRedirect(static("favicon.svg"))
 
 
+def moved_admin(request: HttpRequest, model: str, rest: str) -> HttpResponsePermanentRedirect:
+    """The audit trail and API tokens moved from the runs app to `common`: old admin links
+    (bookmarks, links in tickets) land on the same page."""
+    query = request.META.get("QUERY_STRING", "")
+    return HttpResponsePermanentRedirect(
+        f"/admin/common/{model}/{rest}" + (f"?{query}" if query else "")
+    )
+
+
 urlpatterns = [
     path("favicon.ico", favicon, name="favicon"),
+    re_path(r"^admin/runs/(?P<model>auditentry|apitoken)/(?P<rest>.*)$", moved_admin),
     path("admin/", admin.site.urls),
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),

@@ -14,6 +14,8 @@ Figure: median µs per checkpoint on the 10,000-message thread; baseline: the sa
 must not grow with the thread). Also printed: the raw SQL floor for the same rows in one
 transaction (psycopg, no ORM) and the time spent in the on-commit broadcast.
 Run alone: .venv/bin/python bench/checkpoint_cost.py
+Django and the application are imported inside functions: they need django.setup(), which
+BenchEnv.start() runs first (see bench/common.py).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any
+
+import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -149,8 +153,6 @@ class RawFloor:
     lock the run row, insert 2 message rows and 5 event rows, update the run."""
 
     def __init__(self, database_url: str) -> None:
-        import psycopg
-
         self.conn = psycopg.connect(database_url)
         with self.conn.transaction():
             self.conn.execute(

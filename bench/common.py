@@ -30,6 +30,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import psycopg
+import redis
+from psycopg import sql
+
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -129,9 +133,6 @@ def database_urls() -> tuple[str, str, str]:
 
 
 def recreate_database() -> str:
-    import psycopg
-    from psycopg import sql
-
     bench_url, name, admin_url = database_urls()
     try:
         admin = psycopg.connect(admin_url, autocommit=True, connect_timeout=10)
@@ -245,16 +246,12 @@ class BenchEnv:
 
     @staticmethod
     def _redis_ping(url: str) -> bool:
-        import redis
-
         try:
             return bool(redis.Redis.from_url(url, socket_timeout=0.5).ping())
         except redis.RedisError:
             return False
 
     def redis(self) -> Any:
-        import redis
-
         return redis.Redis.from_url(self.redis_url)
 
     # children --------------------------------------------------------------------------------
@@ -338,8 +335,8 @@ def bench_environment() -> Iterator[BenchEnv]:
 def create_agent(script: list[dict[str, Any]], tools: list[str]) -> Any:
     """A scripted agent (deterministic, offline) with every tool auto-allowed."""
     from agents.models import Agent, Model, ModelProvider
-    from agents.services import agent_publish
-    from runs.services.audit import Actor
+    from agents.services.agents import agent_publish
+    from common.audit import Actor
 
     provider, _ = ModelProvider.objects.get_or_create(
         slug="bench-scripted",
@@ -407,7 +404,7 @@ def append_user_message(thread: Any, text: str) -> str:
 def create_claimed_run(agent: Any, thread: Any, trigger_id: str) -> tuple[Any, int]:
     """A run created like run_start does (without enqueueing it) and claimed by a fake
     worker with the application's own claim; returns (run, attempt)."""
-    from agents.services import agent_version_current
+    from agents.selectors import agent_version_current
     from runs.models import Run, Thread
     from runs.runtime import types as rt
     from runs.services.execution import run_claim

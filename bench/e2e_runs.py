@@ -12,6 +12,8 @@ Rounds alternate baseline/system; the figure is the median of the rounds. It is 
 only: its old goal (runs/s >= 0.25 x no-op/s) is retired in favour of the figures of
 peers_compare.py (Awaken over HTTP beside LangGraph and DBOS), so it has no verdict.
 Run alone: .venv/bin/python bench/e2e_runs.py
+Django and the application are imported inside functions: they need django.setup(), which
+BenchEnv.start() runs first (see bench/common.py).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -136,6 +139,7 @@ def runs_round(agent: Any, count: int, worker: common.Proc) -> RunsRound:
 
 
 def noop_round(env: BenchEnv, count: int, worker: common.Proc) -> NoopRound:
+    # imported here: the app reads BENCH_CELERY_OPTIONS, which run() sets, at import
     from bench.noop_app import noop
 
     client = env.redis()
@@ -177,8 +181,6 @@ class Timers:
 
 def breakdown(agent: Any, count: int) -> str:
     """Execute `count` runs in this process (no Celery) and split a run's worker time."""
-    from unittest import mock
-
     from runs import store
     from runs.services import dispatch, events, execution
     from runs.services.runs import run_start
@@ -247,8 +249,6 @@ def orm_floor(agent: Any) -> float:
     TRANSACTIONS_PER_RUN of them (more statements each), so nproc x this / 3 bounds the
     runs/s any per-step ORM checkpointing can reach, before Celery, the model, the tool
     and PostgreSQL's own CPU take their share of the same cores."""
-    from unittest import mock
-
     from django.db import transaction
     from django.db.models import F
     from django.utils import timezone
@@ -283,7 +283,6 @@ def run(env: BenchEnv) -> list[Figure]:
     concurrency = int(os.environ.get("BENCH_E2E_CONCURRENCY", "0")) or common.nproc() or 4
     options = common.celery_settings()
     os.environ["BENCH_CELERY_OPTIONS"] = json.dumps(options)  # before importing noop_app
-    worker_env = {"BENCH_CELERY_OPTIONS": os.environ["BENCH_CELERY_OPTIONS"]}
     print(
         f"  one prefork worker per side, --concurrency {concurrency}, acks_late="
         f"{options.get('task_acks_late')}, prefetch={options.get('worker_prefetch_multiplier')};"
@@ -291,6 +290,39 @@ def run(env: BenchEnv) -> list[Figure]:
         flush=True,
     )
     agent = common.create_agent(SCRIPT, tools=["calculator"])
+    runs, noops = alternate_rounds(env, agent, concurrency)
+    runs_rate = median([r.rate for r in runs])
+    noop_rate = median([n.rate for n in noops])
+    print_runs_detail(runs, concurrency)
+    print(
+        f"  in-process breakdown ({BREAKDOWN_RUNS} runs in this process, workers stopped): "
+        f"{breakdown(agent, BREAKDOWN_RUNS)}",
+        flush=True,
+    )
+    print_bounds(agent, concurrency, noop_rate)
+    figures = [
+        Figure(
+            benchmark=BENCHMARK,
+            name="runs/s (2-step calculator run)",
+            value=runs_rate,
+            unit="runs/s",
+            baseline_name="Celery no-op drain",
+            baseline=noop_rate,
+            baseline_unit="tasks/s",
+            ratio=runs_rate / noop_rate,
+            goal="context only (goal retired, see vs_peers)",
+            met=None,
+        )
+    ]
+    common.print_figures(figures)
+    return figures
+
+
+def alternate_rounds(
+    env: BenchEnv, agent: Any, concurrency: int
+) -> tuple[list[RunsRound], list[NoopRound]]:
+    """The two workers started and warmed up, then ROUNDS no-op and runs rounds in turn."""
+    worker_env = {"BENCH_CELERY_OPTIONS": os.environ["BENCH_CELERY_OPTIONS"]}
     runs_worker = env.spawn(
         "worker-runs", worker_args("awaken_site", "bench-runs", concurrency), env=worker_env
     )
@@ -323,10 +355,11 @@ def run(env: BenchEnv) -> list[Figure]:
     finally:
         env.stop(runs_worker)
         env.stop(noop_worker)
+    return runs, noops
 
-    runs_rate = median([r.rate for r in runs])
-    noop_rate = median([n.rate for n in noops])
-    ratio = runs_rate / noop_rate
+
+def print_runs_detail(runs: list[RunsRound], concurrency: int) -> None:
+    """Steps/s, submit -> done latencies and the worker time per run, over all rounds."""
     latencies = [x for r in runs for x in r.latencies_ms]
     segments = [x for r in runs for x in r.segments_ms]
     total_runs = sum(r.runs for r in runs)
@@ -345,11 +378,11 @@ def run(env: BenchEnv) -> list[Figure]:
         f"~{concurrency * 1000 / segment_p50:.0f} runs/s if nothing else ran",
         flush=True,
     )
-    print(
-        f"  in-process breakdown ({BREAKDOWN_RUNS} runs in this process, workers stopped): "
-        f"{breakdown(agent, BREAKDOWN_RUNS)}",
-        flush=True,
-    )
+
+
+def print_bounds(agent: Any, concurrency: int, noop_rate: float) -> None:
+    """The ceilings under the runs/s figure: a minimal ORM step transaction, and the
+    submission alone."""
     floor = orm_floor(agent)
     # the machine's time per run, if a run cost only its step transactions and its task
     bound = 1 / (TRANSACTIONS_PER_RUN / (concurrency * floor) + 1 / noop_rate)
@@ -369,22 +402,6 @@ def run(env: BenchEnv) -> list[Figure]:
         "the runs/s figure cannot exceed it even with workers that cost nothing",
         flush=True,
     )
-    figures = [
-        Figure(
-            benchmark=BENCHMARK,
-            name="runs/s (2-step calculator run)",
-            value=runs_rate,
-            unit="runs/s",
-            baseline_name="Celery no-op drain",
-            baseline=noop_rate,
-            baseline_unit="tasks/s",
-            ratio=ratio,
-            goal="context only (goal retired, see vs_peers)",
-            met=None,
-        )
-    ]
-    common.print_figures(figures)
-    return figures
 
 
 if __name__ == "__main__":

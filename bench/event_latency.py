@@ -15,6 +15,8 @@ PUBLISHes at the same rate, stamping just before each PUBLISH.
 Rounds alternate baseline/system for K = 1 and 10; the first events of each round are
 warm-up and not counted. Goal: p99 < 25 ms on loopback with every event delivered.
 Run alone: .venv/bin/python bench/event_latency.py
+Django and the application are imported inside functions: they need django.setup(), which
+BenchEnv.start() runs first (see bench/common.py).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -101,8 +104,6 @@ def paced(count: int, emit: Any, emitted: Emitted) -> Emitted:
 
 
 def emit_system(run_id: Any, count: int) -> Emitted:
-    from unittest import mock
-
     from django.db import transaction
 
     from runs import realtime
@@ -210,13 +211,45 @@ def listen(
     return samples
 
 
+@dataclass
+class Setup:
+    """What every round uses: daphne, its clients' login, the streamed run, Redis."""
+
+    env: BenchEnv
+    daphne: common.Proc
+    port: int
+    ws_env: dict[str, str]
+    run_id: Any
+    redis_client: Any
+    count: int  # events per round, warm-up included
+
+
 def run(env: BenchEnv) -> list[Figure]:
-    from django.contrib.auth.models import User
-    from django.test import Client
-
-    from runs.models import Run
-
     common.print_header("3. Event latency: commit -> websocket on daphne vs Redis pub/sub")
+    daphne, port = start_daphne(env)
+    ws_env = login_env(port)
+    agent = common.create_agent([], tools=[])
+    thread = common.create_thread(0)
+    trigger = common.append_user_message(thread, "stream me")
+    stream_run, _ = common.create_claimed_run(agent, thread, trigger)
+    count = WARMUP + int(RATE * SECONDS)
+    setup = Setup(env, daphne, port, ws_env, stream_run.pk, env.redis(), count)
+    print(
+        f"  {RATE:.0f} events/s for {SECONDS:.0f}s per round (+{WARMUP} warm-up), "
+        f"{ROUNDS} rounds per side, clients K in {CLIENTS}; one daphne process",
+        flush=True,
+    )
+    figures = []
+    try:
+        for clients in CLIENTS:
+            figures.append(measure_clients(setup, clients))
+    finally:
+        env.stop(daphne)
+    common.print_figures(figures)
+    return figures
+
+
+def start_daphne(env: BenchEnv) -> tuple[common.Proc, int]:
     port = common.free_port()
     daphne = env.spawn(
         "daphne",
@@ -233,100 +266,101 @@ def run(env: BenchEnv) -> list[Figure]:
         ready=lambda p: common.port_open(port),
         timeout=40,
     )
+    return daphne, port
+
+
+def login_env(port: int) -> dict[str, str]:
+    """The websocket listeners' environment: a superuser's session cookie and the Origin."""
+    from django.contrib.auth.models import User
+    from django.test import Client
+
     user = User.objects.create_superuser(f"bench-watcher-{uuid.uuid4().hex[:6]}", password=None)
     browser = Client()
     browser.force_login(user)
-    ws_env = {
+    return {
         "BENCH_WS_COOKIE": f"sessionid={browser.cookies['sessionid'].value}",
         "BENCH_WS_ORIGIN": f"http://{common.HOST}:{port}",
     }
-    agent = common.create_agent([], tools=[])
-    thread = common.create_thread(0)
-    trigger = common.append_user_message(thread, "stream me")
-    stream_run, _ = common.create_claimed_run(agent, thread, trigger)
-    redis_client = env.redis()
-    count = WARMUP + int(RATE * SECONDS)
+
+
+def measure_clients(setup: Setup, clients: int) -> Figure:
+    """ROUNDS rounds of raw pub/sub then the system with `clients` listeners; the figure."""
+    system, raw = Samples(), Samples()
+    for index in range(ROUNDS):
+        raw_round, system_round = one_round(setup, clients, index)
+        raw.add(raw_round)
+        system.add(system_round)
+        print(
+            f"  K={clients:<3} round {index + 1}: redis {raw_round.describe()}\n"
+            f"  {'':<13}daphne {system_round.describe()}"
+            f"   load {common.fmt_load(os.getloadavg())}",
+            flush=True,
+        )
+    emit_ms = median(system.emit_ms)
     print(
-        f"  {RATE:.0f} events/s for {SECONDS:.0f}s per round (+{WARMUP} warm-up), "
-        f"{ROUNDS} rounds per side, clients K in {CLIENTS}; one daphne process",
+        f"  K={clients}: publisher (lock, events_append, commit, 2 group_sends) "
+        f"{emit_ms:.1f} ms per event median, so one thread sustains <= "
+        f"{1000 / emit_ms:.0f} events/s; behind schedule: {system.late_emits} "
+        f"system, {raw.late_emits} raw events (PUBLISH {median(raw.emit_ms):.2f} ms)\n"
+        f"  K={clients}: latency split: commit -> run group_send returned p50 "
+        f"{median(system.publish_ms):.1f} / p99 {percentile(system.publish_ms, 99):.1f} ms"
+        f", then -> websocket receipt p50 {median(system.deliver_ms):.1f} / p99 "
+        f"{percentile(system.deliver_ms, 99):.1f} ms",
         flush=True,
     )
-    figures = []
-    try:
-        for clients in CLIENTS:
-            system, raw = Samples(), Samples()
-            for index in range(ROUNDS):
-                channel = f"bench.latency.{uuid.uuid4().hex}"
-                raw_round = listen(
-                    env,
-                    f"redis-k{clients}-r{index}",
-                    "redis",
-                    env.redis_url,
-                    clients,
-                    count,
-                    {"BENCH_CHANNEL": channel},
-                    lambda channel=channel: emit_raw(redis_client, channel, count),
-                )
-                raw.add(raw_round)
-                after = Run.objects.values_list("last_event_seq", flat=True).get(pk=stream_run.pk)
-                url = f"ws://{common.HOST}:{port}/ws/runs/{stream_run.pk}/?after_seq={after}"
-                system_round = listen(
-                    env,
-                    f"ws-k{clients}-r{index}",
-                    "ws",
-                    url,
-                    clients,
-                    count,
-                    ws_env,
-                    lambda: emit_system(stream_run.pk, count),
-                )
-                system.add(system_round)
-                if not daphne.alive():
-                    raise BenchError(f"daphne died:\n{daphne.log_tail()}")
-                print(
-                    f"  K={clients:<3} round {index + 1}: redis {raw_round.describe()}\n"
-                    f"  {'':<13}daphne {system_round.describe()}"
-                    f"   load {common.fmt_load(os.getloadavg())}",
-                    flush=True,
-                )
-            emit_ms = median(system.emit_ms)
-            print(
-                f"  K={clients}: publisher (lock, events_append, commit, 2 group_sends) "
-                f"{emit_ms:.1f} ms per event median, so one thread sustains <= "
-                f"{1000 / emit_ms:.0f} events/s; behind schedule: {system.late_emits} "
-                f"system, {raw.late_emits} raw events (PUBLISH {median(raw.emit_ms):.2f} ms)\n"
-                f"  K={clients}: latency split: commit -> run group_send returned p50 "
-                f"{median(system.publish_ms):.1f} / p99 {percentile(system.publish_ms, 99):.1f} ms"
-                f", then -> websocket receipt p50 {median(system.deliver_ms):.1f} / p99 "
-                f"{percentile(system.deliver_ms, 99):.1f} ms",
-                flush=True,
-            )
-            p99 = percentile(system.latencies_ms, 99)
-            raw_p99 = percentile(raw.latencies_ms, 99)
-            print(
-                f"  K={clients:<3} all rounds: redis {raw.describe()}\n"
-                f"  {'':<13}daphne {system.describe()}   p50 ratio "
-                f"{median(system.latencies_ms) / median(raw.latencies_ms):.1f}",
-                flush=True,
-            )
-            figures.append(
-                Figure(
-                    benchmark=BENCHMARK,
-                    name=f"p99 commit->websocket, K={clients}",
-                    value=p99,
-                    unit="ms",
-                    baseline_name="raw pub/sub p99",
-                    baseline=raw_p99,
-                    baseline_unit="ms",
-                    ratio=p99 / raw_p99,
-                    goal=f"p99 < {GOAL_P99_MS:.0f} ms, all delivered",
-                    met=p99 < GOAL_P99_MS and system.delivered == system.expected,
-                )
-            )
-    finally:
-        env.stop(daphne)
-    common.print_figures(figures)
-    return figures
+    p99 = percentile(system.latencies_ms, 99)
+    raw_p99 = percentile(raw.latencies_ms, 99)
+    print(
+        f"  K={clients:<3} all rounds: redis {raw.describe()}\n"
+        f"  {'':<13}daphne {system.describe()}   p50 ratio "
+        f"{median(system.latencies_ms) / median(raw.latencies_ms):.1f}",
+        flush=True,
+    )
+    return Figure(
+        benchmark=BENCHMARK,
+        name=f"p99 commit->websocket, K={clients}",
+        value=p99,
+        unit="ms",
+        baseline_name="raw pub/sub p99",
+        baseline=raw_p99,
+        baseline_unit="ms",
+        ratio=p99 / raw_p99,
+        goal=f"p99 < {GOAL_P99_MS:.0f} ms, all delivered",
+        met=p99 < GOAL_P99_MS and system.delivered == system.expected,
+    )
+
+
+def one_round(setup: Setup, clients: int, index: int) -> tuple[Samples, Samples]:
+    """Raw Redis pub/sub, then the system, with `clients` listeners each."""
+    from runs.models import Run
+
+    env, count = setup.env, setup.count
+    channel = f"bench.latency.{uuid.uuid4().hex}"
+    raw_round = listen(
+        env,
+        f"redis-k{clients}-r{index}",
+        "redis",
+        env.redis_url,
+        clients,
+        count,
+        {"BENCH_CHANNEL": channel},
+        lambda: emit_raw(setup.redis_client, channel, count),
+    )
+    after = Run.objects.values_list("last_event_seq", flat=True).get(pk=setup.run_id)
+    url = f"ws://{common.HOST}:{setup.port}/ws/runs/{setup.run_id}/?after_seq={after}"
+    system_round = listen(
+        env,
+        f"ws-k{clients}-r{index}",
+        "ws",
+        url,
+        clients,
+        count,
+        setup.ws_env,
+        lambda: emit_system(setup.run_id, count),
+    )
+    if not setup.daphne.alive():
+        raise BenchError(f"daphne died:\n{setup.daphne.log_tail()}")
+    return raw_round, system_round
 
 
 if __name__ == "__main__":

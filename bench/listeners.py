@@ -22,14 +22,15 @@ import sys
 import time
 from typing import Any
 
+import redis.asyncio as aioredis
+import websockets
+
 IDLE_AFTER_LAST = 2.0
 
 
 async def ws_listener(
     url: str, count: int, deadline: float, ready: asyncio.Event, out: list[list[int]]
 ) -> None:
-    import websockets
-
     headers = {"Cookie": os.environ["BENCH_WS_COOKIE"], "Origin": os.environ["BENCH_WS_ORIGIN"]}
     async with websockets.connect(url, additional_headers=headers, max_queue=None) as socket:
         while True:  # the backfill (empty: we connect after the last seq) then `ready`
@@ -58,8 +59,6 @@ async def ws_listener(
 async def redis_listener(
     url: str, count: int, deadline: float, ready: asyncio.Event, out: list[list[int]]
 ) -> None:
-    import redis.asyncio as aioredis
-
     client = aioredis.Redis.from_url(url)
     pubsub = client.pubsub()
     try:

@@ -22,18 +22,21 @@ private Redis, channels-redis).
    daphne: rendering the figures is its only database work then), which should not
    depend on the number of tabs.
 
-The clients are one asyncio process (this module with `--clients`), like a crowd of
-browser tabs; it does not load Django. daphne runs with its access log off, as in the
-Procfile, under a small launcher that counts its SQL statements (see DAPHNE_LAUNCHER).
+The clients are one asyncio process (bench/ws_clients.py, started as this module with
+`--clients`), like a crowd of browser tabs; it does not load Django. daphne runs with its
+access log off, as in the Procfile, under a small launcher that counts its SQL statements
+(see DAPHNE_LAUNCHER).
 
 Run: .venv/bin/python -m bench.ws_fanout   (database awaken_bench_ws, dropped and recreated)
 Knobs: BENCH_WS_CLIENTS, BENCH_WS_RATE, BENCH_WS_SECONDS, BENCH_WS_DASHBOARDS,
 BENCH_WS_FINISH_RATE, BENCH_WS_FINISH_SECONDS.
+
+Django and the application are imported inside functions only: they need django.setup(),
+which runs after the environment is set (see bench/common.py).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import os
@@ -51,6 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import common, proctree
 from bench.common import BenchEnv, BenchError, Figure, percentile
+from bench.ws_clients import run_clients
 
 BENCHMARK = "ws_fanout"
 DATABASE_URL = f"postgres://postgres@{common.HOST}:5432/awaken_bench_ws"
@@ -63,7 +67,6 @@ FINISH_SECONDS = float(os.environ.get("BENCH_WS_FINISH_SECONDS", "10"))
 GRACE_SECONDS = 20.0  # after the last commit, for the last frames to arrive
 GOAL_P99_MS = 100.0
 PAD = "x" * 200  # a realistic event payload (~300 bytes)
-HANDSHAKES_AT_ONCE = 50  # daphne's listen backlog is 50
 FEW_DASHBOARDS = 10  # the first dashboard round, against which DASHBOARDS is compared
 # a dashboard tab stops this long after its last message once it has every finish: the
 # last figures come at most FIGURES_EVERY_SECONDS (plus a render) after the last change
@@ -92,130 +95,6 @@ signal.signal(signal.SIGUSR1, report)
 from daphne.cli import CommandLineInterface
 CommandLineInterface().run(sys.argv[1:])
 """
-
-
-# --- the clients (child process, no Django) --------------------------------------------------
-
-# event keys only: the rows' HTML has its quotes escaped. Frames are matched as bytes
-# (recv(decode=False)): decoding 10,000 frames a second costs the clients' process CPU.
-SEQ = re.compile(rb'"seq": (\d+)')
-
-
-class Tab:
-    """One browser tab: a websocket and what it received."""
-
-    def __init__(self) -> None:
-        self.socket: Any = None
-        self.error = ""
-        self.received: list[list[int]] = []  # run streams: [seq, receipt ns]
-        self.finished: list[tuple[str, int]] = []  # dashboards: [run id, receipt ns]
-        self.figures: list[tuple[int, int]] = []  # dashboards: [receipt ns, len(html)]
-        self.last_run = 0  # dashboards: receipt ns of the last `run` message
-        self.frames = 0
-
-
-async def _open(tab: Tab, url: str, headers: dict[str, str], gate: asyncio.Semaphore) -> None:
-    import websockets
-
-    async with gate:
-        try:
-            tab.socket = await websockets.connect(
-                url, additional_headers=headers, max_queue=None, open_timeout=60
-            )
-            while True:  # the replay (none: we connect after the last seq), then `ready`
-                raw = await asyncio.wait_for(tab.socket.recv(), 60)
-                if raw.startswith('{"type": "ready"'):
-                    return
-        except Exception as exc:
-            tab.error = repr(exc)[:300]
-
-
-async def _follow_run(tab: Tab, count: int, deadline: float) -> None:
-    seen: set[int] = set()
-    try:
-        async with asyncio.timeout(deadline - time.time()):  # one timer, not one per frame
-            while len(seen) < count:
-                raw = await tab.socket.recv(decode=False)
-                received = time.time_ns()
-                if not raw.startswith(b'{"type": "event'):
-                    continue
-                tab.frames += 1
-                for seq in map(int, SEQ.findall(raw)):
-                    tab.received.append([seq, received])
-                    seen.add(seq)
-    except Exception:  # the deadline, or the socket closed
-        return
-
-
-async def _follow_dashboard(tab: Tab, count: int, deadline: float, quiet: float) -> None:
-    """Every finish, then the figures until none came for `quiet` seconds."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + deadline - time.time()
-    try:
-        async with asyncio.timeout_at(end) as timer:  # one timer, moved once all finished
-            while True:
-                raw = await tab.socket.recv(decode=False)
-                received = time.time_ns()
-                message = json.loads(raw)
-                if message.get("type") == "figures":
-                    tab.figures.append((received, len(message["html"])))
-                elif message.get("type") == "run":
-                    tab.frames += 1
-                    tab.last_run = received
-                    if message["run"].get("status") == "done":
-                        tab.finished.append((message["run"]["id"], received))
-                else:
-                    continue
-                if len(tab.finished) >= count:
-                    timer.reschedule(min(loop.time() + quiet, end))
-    except TimeoutError:  # the deadline, or quiet since the last figures
-        return
-    except Exception as exc:  # the socket closed
-        tab.error = repr(exc)[:300]
-
-
-async def clients_main(config: dict[str, Any]) -> dict[str, Any]:
-    headers = {"Cookie": config["cookie"], "Origin": config["origin"]}
-    tabs = [Tab() for _ in range(config["clients"])]
-    gate = asyncio.Semaphore(HANDSHAKES_AT_ONCE)
-    started = time.monotonic()
-    await asyncio.gather(*(_open(tab, config["url"], headers, gate) for tab in tabs))
-    connect_seconds = time.monotonic() - started
-    live = [tab for tab in tabs if tab.socket is not None and not tab.error]
-    print(f"READY {len(live)} {len(tabs) - len(live)}", flush=True)
-    cpu_started, wall_started = time.process_time(), time.monotonic()
-    deadline = time.time() + config["follow_seconds"]
-    try:
-        if config["mode"] == "run":
-            await asyncio.gather(*(_follow_run(tab, config["count"], deadline) for tab in live))
-        else:
-            await asyncio.gather(
-                *(
-                    _follow_dashboard(tab, config["count"], deadline, config["quiet"])
-                    for tab in live
-                )
-            )
-    finally:
-        await asyncio.gather(
-            *(tab.socket.close() for tab in tabs if tab.socket is not None),
-            return_exceptions=True,
-        )
-    return {
-        "cpu_share": (time.process_time() - cpu_started) / (time.monotonic() - wall_started),
-        "connect_seconds": connect_seconds,
-        "errors": [tab.error for tab in tabs if tab.error],
-        "tabs": [
-            {
-                "received": tab.received,
-                "finished": tab.finished,
-                "figures": tab.figures,
-                "last_run": tab.last_run,
-                "frames": tab.frames,
-            }
-            for tab in live
-        ],
-    }
-
 
 # --- the driver ------------------------------------------------------------------------------
 
@@ -317,12 +196,41 @@ def figure(
     return Figure(BENCHMARK, name, value, unit, "target", target, unit, ratio, goal, met)
 
 
-def run_stream(env: BenchEnv, daphne: Daphne, cookie: str) -> list[Figure]:
-    from django.db import transaction
+# --- 1. one run's stream -------------------------------------------------------------------
 
+
+@dataclass
+class Stream:
+    """What the run's clients got: deliveries matched to their commits."""
+
+    connected: int
+    complete: int  # clients with every event once, in order, in time
+    frames: int
+    delivered: int  # events, over all clients
+    latencies: list[float]  # commit -> client, ms, every delivery
+
+    @classmethod
+    def of(cls, result: dict[str, Any], committed: dict[int, int]) -> Stream:
+        last_commit = max(committed.values())
+        expected = sorted(committed)
+        latencies: list[float] = []
+        complete = frames = 0
+        for tab in result["tabs"]:
+            frames += tab["frames"]
+            in_time = [
+                (seq, at) for seq, at in tab["received"] if at <= last_commit + GRACE_SECONDS * 1e9
+            ]
+            if [seq for seq, _ in in_time] == expected:  # each once, in order, none missing
+                complete += 1
+            latencies += [
+                (at - committed[seq]) / 1e6 for seq, at in tab["received"] if seq in committed
+            ]
+        delivered = sum(len(tab["received"]) for tab in result["tabs"])
+        return cls(len(result["tabs"]), complete, frames, delivered, latencies)
+
+
+def run_stream(env: BenchEnv, daphne: Daphne, cookie: str) -> list[Figure]:
     from runs.models import Run
-    from runs.realtime import run_group
-    from runs.services.events import events_append
 
     common.print_header(f"ws_fanout 1: {CLIENTS} websockets on one run, {RATE:.0f} events/s")
     agent = common.create_agent([], tools=[])
@@ -330,7 +238,6 @@ def run_stream(env: BenchEnv, daphne: Daphne, cookie: str) -> list[Figure]:
     run, _ = common.create_claimed_run(agent, thread, common.append_user_message(thread, "go"))
     after = Run.objects.values_list("last_event_seq", flat=True).get(pk=run.pk)
     count = int(RATE * SECONDS)
-    origin = f"http://{common.HOST}:{daphne.port}"
     proc, out = spawn_clients(
         env,
         "run-clients",
@@ -338,18 +245,53 @@ def run_stream(env: BenchEnv, daphne: Daphne, cookie: str) -> list[Figure]:
             "mode": "run",
             "url": f"ws://{common.HOST}:{daphne.port}/ws/runs/{run.pk}/?after_seq={after}",
             "cookie": cookie,
-            "origin": origin,
+            "origin": f"http://{common.HOST}:{daphne.port}",
             "clients": CLIENTS,
             "count": count,
             "follow_seconds": SECONDS + GRACE_SECONDS,
         },
     )
+    cpu_before, wall_before = daphne.cpu(), time.monotonic()
+    committed, late = emit_events(run.pk, count)
+    result = collect(env, proc, out, GRACE_SECONDS + 60)
+    cpu = daphne.cpu() - cpu_before
+    wall = time.monotonic() - wall_before
+    members_left = group_members_left(env, run.pk)
+    stream = Stream.of(result, committed)
+    p50, p99 = percentile(stream.latencies, 50), percentile(stream.latencies, 99)
+    print(
+        f"  connected {stream.connected}/{CLIENTS} in {result['connect_seconds']:.1f}s"
+        f" (errors: {result['errors'][:3]})\n"
+        f"  {count} events committed ({late} behind schedule); clients with every event once"
+        f" in order within {GRACE_SECONDS:.0f}s of the last commit: {stream.complete}/{CLIENTS}\n"
+        f"  commit -> client p50 {p50:.1f} ms, p99 {p99:.1f} ms,"
+        f" max {max(stream.latencies, default=float('nan')):.1f} ms over"
+        f" {len(stream.latencies)} deliveries\n"
+        f"  {stream.frames} websocket frames for {stream.delivered} events"
+        f" ({stream.delivered / max(stream.frames, 1):.2f} events per frame)\n"
+        f"  daphne CPU {cpu:.2f} s over {wall:.1f} s ({100 * cpu / wall:.0f}% of a core);"
+        f" the clients' process {100 * result['cpu_share']:.0f}% of a core;"
+        f" load {common.fmt_load(os.getloadavg())}\n"
+        f"  members of the run's group after every client closed: {members_left}",
+        flush=True,
+    )
+    return stream_figures(stream, p50, p99, 100 * cpu / wall, members_left)
+
+
+def emit_events(run_id: Any, count: int) -> tuple[dict[int, int], int]:
+    """`count` events on the run at RATE, each committed as a worker does; returns each
+    seq's commit time (ns) and how many went out behind schedule."""
+    from django.db import transaction
+
+    from runs.models import Run
+    from runs.services.events import events_append
+
     committed: dict[int, int] = {}
 
     def emit(index: int) -> None:
         stamp: list[int] = []
         with transaction.atomic():
-            locked = Run.objects.select_for_update().get(pk=run.pk)
+            locked = Run.objects.select_for_update().get(pk=run_id)
             # registered before events_append's broadcast: runs right after COMMIT
             transaction.on_commit(lambda: stamp.append(time.time_ns()))
             rows = events_append(
@@ -364,14 +306,16 @@ def run_stream(env: BenchEnv, daphne: Daphne, cookie: str) -> list[Figure]:
             )
         committed[rows[0].seq] = stamp[0]
 
-    cpu_before, wall_before = daphne.cpu(), time.monotonic()
     late = paced(count, RATE, emit)
-    result = collect(env, proc, out, GRACE_SECONDS + 60)
-    cpu = daphne.cpu() - cpu_before
-    wall = time.monotonic() - wall_before
+    return committed, late
+
+
+def group_members_left(env: BenchEnv, run_id: Any) -> int:
+    """Members of the run's channel-layer group, waited for (10 s) to drop to 0."""
+    from runs.realtime import run_group
 
     members_left = -1
-    key = f"asgi:group:{run_group(run.pk)}"
+    key = f"asgi:group:{run_group(run_id)}"
     redis = env.redis()
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
@@ -379,40 +323,14 @@ def run_stream(env: BenchEnv, daphne: Daphne, cookie: str) -> list[Figure]:
         if members_left == 0:
             break
         time.sleep(0.1)
+    return members_left
 
-    last_commit = max(committed.values())
-    expected = sorted(committed)
-    latencies: list[float] = []
-    complete = frames = 0
-    for tab in result["tabs"]:
-        frames += tab["frames"]
-        in_time = [
-            (seq, at) for seq, at in tab["received"] if at <= last_commit + GRACE_SECONDS * 1e9
-        ]
-        if [seq for seq, _ in in_time] == expected:  # each once, in order, none missing
-            complete += 1
-        latencies += [
-            (at - committed[seq]) / 1e6 for seq, at in tab["received"] if seq in committed
-        ]
-    connected = len(result["tabs"])
-    p50, p99 = percentile(latencies, 50), percentile(latencies, 99)
-    events_delivered = sum(len(tab["received"]) for tab in result["tabs"])
-    print(
-        f"  connected {connected}/{CLIENTS} in {result['connect_seconds']:.1f}s"
-        f" (errors: {result['errors'][:3]})\n"
-        f"  {count} events committed ({late} behind schedule); clients with every event once"
-        f" in order within {GRACE_SECONDS:.0f}s of the last commit: {complete}/{CLIENTS}\n"
-        f"  commit -> client p50 {p50:.1f} ms, p99 {p99:.1f} ms,"
-        f" max {max(latencies, default=float('nan')):.1f} ms over {len(latencies)} deliveries\n"
-        f"  {frames} websocket frames for {events_delivered} events"
-        f" ({events_delivered / max(frames, 1):.2f} events per frame)\n"
-        f"  daphne CPU {cpu:.2f} s over {wall:.1f} s ({100 * cpu / wall:.0f}% of a core);"
-        f" the clients' process {100 * result['cpu_share']:.0f}% of a core;"
-        f" load {common.fmt_load(os.getloadavg())}\n"
-        f"  members of the run's group after every client closed: {members_left}",
-        flush=True,
-    )
+
+def stream_figures(
+    stream: Stream, p50: float, p99: float, cpu_share: float, members_left: int
+) -> list[Figure]:
     nan = float("nan")
+    connected, complete = stream.connected, stream.complete
     return [
         figure("clients connected", connected, "", CLIENTS, "all", connected == CLIENTS),
         figure(
@@ -432,9 +350,12 @@ def run_stream(env: BenchEnv, daphne: Daphne, cookie: str) -> list[Figure]:
             f"< {GOAL_P99_MS:.0f} ms",
             p99 < GOAL_P99_MS,
         ),
-        figure("daphne CPU", 100 * cpu / wall, "% core", nan, "context", None),
+        figure("daphne CPU", cpu_share, "% core", nan, "context", None),
         figure("group members left", members_left, "", 0, "0", members_left == 0),
     ]
+
+
+# --- 2. dashboards ------------------------------------------------------------------------------
 
 
 def dashboards(env: BenchEnv, daphne: Daphne, cookie: str) -> list[Figure]:
@@ -472,6 +393,13 @@ def dashboards(env: BenchEnv, daphne: Daphne, cookie: str) -> list[Figure]:
         f" ({few['renders']} and {many['renders']} renders)",
         flush=True,
     )
+    return dashboard_figures(few, many, count, every)
+
+
+def dashboard_figures(
+    few: dict[str, Any], many: dict[str, Any], count: int, every: float
+) -> list[Figure]:
+    """The round with many tabs against the goals; its SQL against the round with few."""
     # the rounds' renders may differ by one (where the 2.5 s ticks fall): that is the noise
     noise = max(few["per_render"], many["per_render"])
     same_sql = abs(many["statements"] - few["statements"]) <= noise
@@ -613,10 +541,8 @@ def run(env: BenchEnv) -> list[Figure]:
 
 
 def main() -> None:
-    if len(sys.argv) == 3 and sys.argv[1] == "--clients":
-        config = json.loads(Path(sys.argv[2]).read_text())
-        result = asyncio.run(clients_main(config))
-        Path(config["out"]).write_text(json.dumps(result))
+    if len(sys.argv) == 3 and sys.argv[1] == "--clients":  # the clients' child process
+        run_clients(Path(sys.argv[2]))
         return
     os.environ.setdefault("BENCH_DATABASE_URL", DATABASE_URL)
     common.standalone(run)

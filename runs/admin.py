@@ -10,7 +10,8 @@ from django.core.paginator import Paginator
 from django.db import connections
 from django.utils.functional import cached_property
 
-from runs.models import AuditEntry, Decision, Message, Run, RunEvent, Thread, Ticket, ToolCall
+from common.models import AuditEntry
+from runs.models import Decision, Message, Run, RunEvent, Thread, Ticket, ToolCall
 
 
 class EstimatedCountPaginator(Paginator):

@@ -23,10 +23,13 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from channels.layers import get_channel_layer
+from django.template.loader import render_to_string
 
 from runs import fanout
+from runs import permissions as perms
 from runs.models import Run, RunEvent
 from runs.realtime import DASHBOARD_GROUP, render_event_row, run_group
+from runs.selectors import dashboard_cached
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +58,7 @@ async def refuse_actions(consumer: AsyncJsonWebsocketConsumer) -> None:
     """Sockets are read-only: actions are HTTP POSTs (CSRF, permissions, idempotency).
     Someone who may not act at all is disconnected; an operator is told where to go."""
     user = consumer.scope["user"]
-    if not await database_sync_to_async(user.has_perm)("runs.decide_ticket"):
+    if not await database_sync_to_async(user.has_perm)(perms.DECIDE):
         await consumer.close(code=CLOSE_FORBIDDEN)
         return
     await consumer.send_json(
@@ -93,7 +96,7 @@ class RunStreamConsumer(fanout.Follower, AsyncJsonWebsocketConsumer):
         if not await _run_exists(self.run_id):
             await self.close(code=CLOSE_NOT_FOUND)
             return
-        if not await database_sync_to_async(user.has_perm)("runs.view_run"):
+        if not await database_sync_to_async(user.has_perm)(perms.VIEW):
             await self.close(code=CLOSE_FORBIDDEN)
             return
         query = parse_qs(self.scope.get("query_string", b"").decode())
@@ -198,10 +201,6 @@ FIGURES_EVERY_SECONDS = 2.5
 
 @database_sync_to_async
 def _render_figures() -> str:
-    from django.template.loader import render_to_string
-
-    from runs.selectors import dashboard_cached
-
     return render_to_string("runs/partials/dashboard_stats.html", {"dash": dashboard_cached()})
 
 
@@ -273,7 +272,7 @@ class DashboardConsumer(fanout.Follower, AsyncJsonWebsocketConsumer):
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
-        if not await database_sync_to_async(user.has_perm)("runs.view_run"):
+        if not await database_sync_to_async(user.has_perm)(perms.VIEW):
             await self.close(code=CLOSE_FORBIDDEN)
             return
         self.hub = _hub()

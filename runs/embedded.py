@@ -6,11 +6,12 @@ from __future__ import annotations
 import logging
 import threading
 
+from celery import current_app
 from celery.worker import WorkController
 from django.conf import settings
 from django.db import connection
 
-from awaken_site.celery import app
+from runs.services.execution import runs_sweep
 
 logger = logging.getLogger(__name__)
 _lock = threading.Lock()
@@ -18,8 +19,6 @@ _running: EmbeddedWorker | None = None
 
 
 def _sweep_forever(stop: threading.Event) -> None:
-    from runs.services.execution import runs_sweep
-
     try:
         while not stop.wait(settings.AWAKEN_SWEEP_SECONDS):
             try:
@@ -32,8 +31,9 @@ def _sweep_forever(stop: threading.Event) -> None:
 
 class EmbeddedWorker:
     def __init__(self, concurrency: int) -> None:
+        # The project's Celery app (awaken_site loads it with the settings): the current one.
+        app = current_app._get_current_object()
         app.finalize()
-        app.set_current()
         self._stop = threading.Event()
         self.worker = WorkController(
             app=app,

@@ -3,34 +3,13 @@ per-run event log. Field names follow upstream's RunRecord (docs/run-model.md)."
 
 from __future__ import annotations
 
-import uuid
-
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
-from uuid6 import uuid7
 
-from agents.models import usd_per_million_tokens
+from common.fields import usd_per_million_tokens
+from runs.fields import RowJSONField, uuid7_default  # migrations name them here
 from runs.runtime.types import RunStatus, waiting_reason_from_status_reason
-
-
-def uuid7_default() -> uuid.UUID:
-    return uuid.UUID(str(uuid7()))
-
-
-class RowJSONField(models.JSONField):
-    """A JSONField that `bulk_create` writes as one literal per row instead of through
-    PostgreSQL's UNNEST arrays: psycopg escapes every JSON text inside an array element
-    in Python, a regular-expression substitution per quote, which cost the worker about
-    half a millisecond per run for event payloads and messages. The column is the same
-    jsonb (so migrations see a plain JSONField)."""
-
-    def get_placeholder(self, value: object, compiler: object, connection: object) -> str:
-        return "%s"
-
-    def deconstruct(self) -> tuple:  # type: ignore[type-arg]
-        name, _, args, kwargs = super().deconstruct()
-        return name, "django.db.models.JSONField", args, kwargs
 
 
 class Thread(models.Model):
@@ -577,100 +556,6 @@ class RunEvent(models.Model):
 
     def as_frame(self) -> dict:
         return {**self.payload, "seq": self.seq, "created_at": self.created_at.isoformat()}
-
-
-class AuditEntry(models.Model):
-    """One record per operator action (decisions, cancels, retries, runs started), written
-    in the same transaction as the action."""
-
-    actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="audit_entries",
-        help_text="User who acted (null for the system or the CLI).",
-    )
-    actor_label = models.CharField(
-        max_length=200, help_text="Who, as shown: username, 'system', 'cli'."
-    )
-    action = models.CharField(
-        max_length=40, help_text="e.g. run.start, ticket.approve, run.cancel."
-    )
-    target_type = models.CharField(max_length=40, help_text="run, ticket, thread, agent …")
-    target_id = models.CharField(max_length=100, help_text="Id of the target.")
-    run = models.ForeignKey(
-        Run,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="audit_entries",
-        help_text="Run concerned, for filtering.",
-    )
-    before = models.JSONField(
-        null=True, blank=True, help_text="State before (e.g. the model's arguments)."
-    )
-    after = models.JSONField(
-        null=True, blank=True, help_text="State after (e.g. the edited arguments)."
-    )
-    comment = models.TextField(blank=True, help_text="Reason given.")
-    source = models.CharField(
-        max_length=20, default="ui", help_text="ui, api, cli, admin or system."
-    )
-    request_id = models.CharField(max_length=64, blank=True, help_text="Request that caused it.")
-    created_at = models.DateTimeField(default=timezone.now, help_text="When.")
-
-    class Meta:
-        verbose_name_plural = "audit entries"  # not Django's "audit entrys"
-        ordering = ["-created_at", "-id"]
-        # audit page: newest first, filtered by action or actor
-        indexes = [
-            models.Index(fields=["-created_at", "-id"], name="audit_recent_idx"),
-            models.Index(fields=["action", "-created_at", "-id"], name="audit_action_recent_idx"),
-            models.Index(
-                fields=["actor_label", "-created_at", "-id"], name="audit_actor_recent_idx"
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.actor_label} {self.action} {self.target_type}:{self.target_id}"
-
-
-class ApiToken(models.Model):
-    """A personal API token (`Authorization: Bearer awk_<lookup>_<secret>`). Only a sha256
-    of the full token is stored; the non-secret `prefix` (`awk_<lookup>`) finds the row."""
-
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        on_delete=models.CASCADE,
-        related_name="api_tokens",
-        help_text="Owner: the token acts with this user's permissions.",
-    )
-    name = models.CharField(max_length=100, help_text="What it is for, e.g. 'ci' or 'laptop'.")
-    prefix = models.CharField(
-        max_length=32, unique=True, help_text="Non-secret lookup part, e.g. awk_1a2b3c4d5e6f."
-    )
-    token_hash = models.CharField(max_length=64, help_text="sha256 hex digest of the token.")
-    created_at = models.DateTimeField(default=timezone.now, help_text="When it was created.")
-    expires_at = models.DateTimeField(
-        null=True, blank=True, help_text="Rejected after this time (never if empty)."
-    )
-    last_used_at = models.DateTimeField(
-        null=True, blank=True, help_text="Last authenticated request (minute precision)."
-    )
-    revoked_at = models.DateTimeField(null=True, blank=True, help_text="Revoked at; then rejected.")
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
-
-    def __str__(self) -> str:
-        return f"{self.prefix} ({self.name})"
-
-    @property
-    def is_active(self) -> bool:
-        if self.revoked_at is not None:
-            return False
-        return self.expires_at is None or self.expires_at > timezone.now()
 
 
 class HourlyStat(models.Model):

@@ -14,7 +14,9 @@ START = "runs.start_run"
 CANCEL = "runs.cancel_run"
 RETRY = "runs.retry_run"
 DECIDE = "runs.decide_ticket"
-AUDIT = "runs.view_auditentry"
+VIEW_THREAD = "runs.view_thread"
+VIEW_TICKET = "runs.view_ticket"
+AUDIT = "common.view_auditentry"
 
 
 def capabilities(user: Any) -> dict[str, bool]:

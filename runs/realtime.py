@@ -12,6 +12,7 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.template.loader import render_to_string
 
 logger = logging.getLogger(__name__)
 
@@ -184,6 +185,4 @@ def broadcast_live(run_id: Any, event: dict[str, Any]) -> None:
 
 def render_event_row(frame: dict[str, Any]) -> str:
     """One timeline row, from the same partial the run page renders (escaped)."""
-    from django.template.loader import render_to_string
-
     return render_to_string("runs/partials/event_row.html", {"event": frame})

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth.management import create_permissions
+
 VIEW = [
     ("runs", "view_run"),
     ("runs", "view_thread"),
@@ -12,7 +14,7 @@ VIEW = [
     ("runs", "view_ticket"),
     ("runs", "view_decision"),
     ("runs", "view_runevent"),
-    ("runs", "view_auditentry"),
+    ("common", "view_auditentry"),
     ("agents", "view_agent"),
     ("agents", "view_agentversion"),
     ("agents", "view_model"),
@@ -47,17 +49,18 @@ ROLES: dict[str, list[tuple[str, str]]] = {
 def sync_roles(apps: Any) -> None:
     """Create the role groups (and any missing permissions) and grant what ROLES lists;
     used by the roles migrations with their historical app registry."""
-    from django.contrib.auth.management import create_permissions
-
     for app_config in apps.get_app_configs():
         app_config.models_module = True
         create_permissions(app_config, apps=apps, verbosity=0)
         app_config.models_module = None
     Group = apps.get_model("auth", "Group")
     Permission = apps.get_model("auth", "Permission")
+    installed = {app_config.label for app_config in apps.get_app_configs()}
     for name, perms in ROLES.items():
         group, _ = Group.objects.get_or_create(name=name)
         for app_label, codename in perms:
+            if app_label not in installed:
+                continue  # an app a later migration brings in (`common`) grants its own
             group.permissions.add(
                 Permission.objects.get(content_type__app_label=app_label, codename=codename)
             )

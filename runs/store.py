@@ -18,8 +18,8 @@ from django.db.models import F, Value
 from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
-from agents.services import agent_version_by_id
-from runs.jsonsafe import without_nul
+from agents.selectors import agent_version_by_id
+from common.jsonsafe import without_nul
 from runs.models import Message, Run, Thread, Ticket, ToolCall
 from runs.realtime import broadcast_live
 from runs.runtime import types as rt
@@ -279,7 +279,7 @@ class OrmCheckpointStore:
         if done:  # a finished run holds no lease: releasing it afterwards has nothing to do
             fields.update(lease_owner="", lease_expires_at=None, due=False)
         elif self.lease_seconds:
-            # by the database's clock, like every lease (runs.services.execution)
+            # by the database's clock, like every lease (runs.services.leases)
             fields["lease_expires_at"] = Now() + dt.timedelta(seconds=self.lease_seconds)
         return fields
 

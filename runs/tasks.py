@@ -8,8 +8,8 @@ from typing import Any
 from celery import shared_task
 from django.conf import settings
 
-from agents.endpoints import run_abort_remote
 from runs.services.execution import run_advance, runs_sweep
+from runs.services.remote import run_abort_remote
 from runs.services.retention import prune_runs
 
 # One retention tick stops starting batches after this long; the next tick continues.

@@ -7,9 +7,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from runs.jsonsafe import JsonTooDeep, json_loads
+from common.errors import InvalidInput
+from common.jsonsafe import JsonTooDeep, json_loads
 from runs.models import Ticket
-from runs.services.errors import InvalidInput
 from runs.services.tickets import tool_schema
 
 

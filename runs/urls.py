@@ -1,12 +1,12 @@
 from django.urls import path
 
-from runs.views import actions, detail, inbox, lists, tokens
+from runs.views import actions, audit, dashboard, detail, inbox, lists, tokens
 
 app_name = "runs"
 
 urlpatterns = [
-    path("", lists.dashboard, name="dashboard"),
-    path("dashboard/stats", lists.dashboard_stats, name="dashboard-stats"),
+    path("", dashboard.dashboard, name="dashboard"),
+    path("dashboard/stats", dashboard.dashboard_stats, name="dashboard-stats"),
     path("runs/", lists.run_list, name="run-list"),
     path("runs/<uuid:run_id>/", detail.run_page, name="run-detail"),
     path("runs/<uuid:run_id>/row", lists.run_row, name="run-row"),
@@ -46,7 +46,7 @@ urlpatterns = [
     path("inbox/", inbox.inbox, name="inbox"),
     path("inbox/list", inbox.inbox_list, name="inbox-list"),
     path("inbox/bulk", inbox.bulk_decide, name="inbox-bulk"),
-    path("audit/", lists.audit, name="audit"),
+    path("audit/", audit.audit, name="audit"),
     path("tokens/", tokens.token_list, name="tokens"),
     path("tokens/<int:token_id>/revoke", tokens.token_revoke_view, name="token-revoke"),
 ]

@@ -37,6 +37,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(autouse=True)
+def _fast_password_hashing(settings: Any) -> None:
+    """Users made in tests get cheap password hashes (tests/fast_password_hasher.py)."""
+    settings.PASSWORD_HASHERS = [
+        "tests.fast_password_hasher.OneIterationPBKDF2PasswordHasher",
+        *settings.PASSWORD_HASHERS,
+    ]
+
+
+@pytest.fixture(autouse=True)
 def _no_dashboard_cache(settings: Any) -> None:
     """Tests read the dashboard right after changing runs; one test turns the cache on."""
     settings.AWAKEN_DASHBOARD_CACHE_SECONDS = 0
@@ -46,7 +55,85 @@ def _no_dashboard_cache(settings: Any) -> None:
 def _fresh_process_caches() -> None:
     """Per-process caches of immutable rows are keyed by id; SQLite hands out the ids of
     rolled-back rows again, so each test starts with empty caches."""
-    from agents.services import agent_version_by_id
+    from agents.selectors import agent_version_by_id
 
     agent_version_by_id.cache_clear()
     caches["default"].clear()  # the dashboard's figures
+
+
+# --- users and logged-in clients ----------------------------------------------------------
+# `<who>_user` is a User (not logged in anywhere); `<who>_client` is Django's test client
+# logged in to the pages; `<who>_api` is a DRF APIClient sending an API token.
+
+
+@pytest.fixture
+def operator_user(db: None) -> Any:
+    """A user in the operator role, "olga"."""
+    from tests.factories import user_with_role
+
+    return user_with_role("operator", "olga")
+
+
+@pytest.fixture
+def viewer_user(db: None) -> Any:
+    """A user in the viewer role, "vic"."""
+    from tests.factories import user_with_role
+
+    return user_with_role("viewer", "vic")
+
+
+@pytest.fixture
+def root_user(db: None) -> Any:
+    """A superuser, "root"."""
+    from tests.factories import superuser
+
+    return superuser("root")
+
+
+@pytest.fixture
+def operator_client(client: Any) -> Any:
+    """The test client logged in as a new operator, "alice"."""
+    from tests.factories import user_with_role
+
+    client.force_login(user_with_role("operator", "alice"))
+    return client
+
+
+@pytest.fixture
+def viewer_client(client: Any) -> Any:
+    """The test client logged in as a new viewer, "viewer"."""
+    from tests.factories import user_with_role
+
+    client.force_login(user_with_role("viewer"))
+    return client
+
+
+@pytest.fixture
+def root_client(client: Any, root_user: Any) -> Any:
+    """The test client logged in as `root_user`."""
+    client.force_login(root_user)
+    return client
+
+
+@pytest.fixture
+def operator_api(operator_user: Any) -> Any:
+    """An APIClient with a token of `operator_user`."""
+    from tests.factories import bearer, token_for
+
+    return bearer(token_for(operator_user, "ops"))
+
+
+@pytest.fixture
+def viewer_api(viewer_user: Any) -> Any:
+    """An APIClient with a token of `viewer_user`."""
+    from tests.factories import bearer, token_for
+
+    return bearer(token_for(viewer_user, "reader"))
+
+
+@pytest.fixture
+def anonymous_api() -> Any:
+    """An APIClient with no credentials."""
+    from rest_framework.test import APIClient
+
+    return APIClient()

@@ -6,6 +6,13 @@ import factory
 
 from agents.models import Agent, AgentVersion, Model, ModelProvider
 
+# A permission that asks before `write_note` and allows every other tool: a run whose
+# script writes a note waits for a human decision.
+APPROVAL: dict[str, Any] = {
+    "default_behavior": "allow",
+    "rules": [{"tool": "write_note", "behavior": "ask"}],
+}
+
 
 class ProviderFactory(factory.django.DjangoModelFactory):
     class Meta:
@@ -49,8 +56,9 @@ class AgentFactory(factory.django.DjangoModelFactory):
 
 def publish(agent: Agent) -> AgentVersion:
     """Freeze the agent's current draft as its next version (test setup: no validation, no
-    audit entry; the admin's path is `agents.services.agent_publish`)."""
-    from agents.services import agent_spec, agent_version_latest
+    audit entry; the admin's path is `agents.services.agents.agent_publish`)."""
+    from agents.selectors import agent_version_latest
+    from agents.services.agents import agent_spec
 
     latest = agent_version_latest(agent)
     return AgentVersion.objects.create(
@@ -90,3 +98,93 @@ def user_with_role(role: str, username: str | None = None) -> Any:
     user = User.objects.create_user(username or role, password="pw")
     user.groups.add(role_group(role))
     return User.objects.get(pk=user.pk)  # fresh: no cached permissions
+
+
+def view_only_user(username: str = "viewer") -> Any:
+    """A user in no role whose one permission is `runs.view_run`."""
+    from django.contrib.auth.models import Permission, User
+
+    user = User.objects.create_user(username, password="x")
+    user.user_permissions.add(Permission.objects.get(codename="view_run"))
+    return User.objects.get(pk=user.pk)  # fresh: no cached permissions
+
+
+def superuser(username: str = "root") -> Any:
+    from django.contrib.auth.models import User
+
+    return User.objects.create_superuser(username, password="pw")
+
+
+# --- runs in a known state -------------------------------------------------------------------
+
+
+def note_call(title: str = "lunch") -> dict[str, Any]:
+    """A scripted `write_note` call (the tool APPROVAL asks about)."""
+    return call("write_note", {"title": title, "body": "b"})
+
+
+# the `write_note` call of a default `waiting_run`
+NOTE = note_call()
+
+
+def waiting_run(
+    title: str = "lunch",
+    *,
+    script: list[dict[str, Any]] | None = None,
+    permission: dict[str, Any] = APPROVAL,
+    tools: list[str] | None = None,
+) -> Any:
+    """A run of a new scripted agent driven until it waits: by default its agent asks
+    (APPROVAL) before writing the note `title`, then answers "all done"."""
+    from runs.models import Run
+    from runs.services.runs import run_start
+    from tests.runs.helpers import drive
+
+    agent = scripted_agent(
+        script or [{"text": "noting", "tool_calls": [note_call(title)]}, {"text": "all done"}],
+        permission=permission,
+        **({"tools": tools} if tools else {}),
+    )
+    run = drive(run_start(agent=agent, messages="write it down"))
+    assert run.status == Run.Status.WAITING, run.status_reason
+    return run
+
+
+def step_end_event(run: Any, seq: int) -> Any:
+    """An unsaved `step_end` event row of `run` at `seq` (for logs grown without running)."""
+    from runs.models import RunEvent
+
+    return RunEvent(run=run, seq=seq, event_type="step_end", payload={"event_type": "step_end"})
+
+
+def done_run(text: str = "hi there") -> Any:
+    """A run of a new scripted agent that answered `text` and finished."""
+    from runs.models import Run
+    from runs.services.runs import run_start
+    from tests.runs.helpers import drive
+
+    agent = scripted_agent([{"text": text}])
+    run = drive(run_start(agent=agent, messages="hello"))
+    assert run.status == Run.Status.DONE
+    return run
+
+
+# --- API credentials -------------------------------------------------------------------------
+
+
+def token_for(user: Any, name: str = "test", **kwargs: Any) -> str:
+    """A new API token of `user`; returns its raw value."""
+    from common.api.tokens import token_create
+    from common.audit import Actor
+
+    _, raw = token_create(user=user, name=name, actor=Actor(label="test", source="cli"), **kwargs)
+    return raw
+
+
+def bearer(raw: str) -> Any:
+    """An APIClient that sends the raw token `raw`."""
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    return client

@@ -3,6 +3,7 @@ process-group wrapper that logs to a file."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -29,6 +30,22 @@ def wait_for(
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+async def wait_for_async(
+    predicate: Callable[[], object], timeout: float, what: str, interval: float = 0.02
+) -> object:
+    """`wait_for` inside an event loop: the loop keeps running while it waits."""
+
+    async def until_true() -> object:
+        while not (value := predicate()):
+            await asyncio.sleep(interval)
+        return value
+
+    try:
+        return await asyncio.wait_for(until_true(), timeout)
+    except TimeoutError:
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}") from None
 
 
 def free_port() -> int:

@@ -28,8 +28,13 @@ def test_check_deploy_is_clean_with_production_settings(tmp_path):
 
 
 def _check_deploy(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return _manage_check(env, "--deploy", "--fail-level", "WARNING")
+
+
+def _manage_check(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """`manage.py check` in a fresh process with `env`."""
     return subprocess.run(
-        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        [sys.executable, "manage.py", "check", *args],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -58,25 +63,11 @@ def test_check_deploy_asks_for_encryption_keys_and_refuses_bad_ones(tmp_path):
 def test_production_settings_refuse_to_start_without_a_secret_key(tmp_path):
     env = {**os.environ, "DEBUG": "false", "AWAKEN_VAR_DIR": str(tmp_path)}
     env.pop("SECRET_KEY", None)
-    result = subprocess.run(
-        [sys.executable, "manage.py", "check"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = _manage_check(env)
     assert result.returncode != 0 and "SECRET_KEY must be set" in result.stderr
 
 
 def test_a_bad_setting_value_fails_loudly(tmp_path):
     env = {**os.environ, "AWAKEN_LEASE_SECONDS": "soon", "AWAKEN_VAR_DIR": str(tmp_path)}
-    result = subprocess.run(
-        [sys.executable, "manage.py", "check"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = _manage_check(env)
     assert result.returncode != 0 and "AWAKEN_LEASE_SECONDS must be a number" in result.stderr

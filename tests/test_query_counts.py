@@ -27,19 +27,20 @@ from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from agents.models import Agent, ModelProvider, RemoteEndpoint
-from runs.api.auth import THROTTLE_CACHE
-from runs.api.tokens import token_create
-from runs.models import ApiToken, AuditEntry, Run, Thread, Ticket
-from runs.services.audit import Actor
+from common.api.auth import THROTTLE_CACHE
+from common.api.tokens import token_create
+from common.audit import Actor
+from common.models import ApiToken, AuditEntry
+from runs.models import Run, Thread, Ticket
 from runs.services.runs import run_retry, run_start
 from runs.services.tickets import decision_submit
-from tests.factories import AgentFactory, call, publish, scripted_agent, user_with_role
+from tests.factories import APPROVAL, AgentFactory, call, publish, scripted_agent, user_with_role
 from tests.runs.helpers import drive
 
-pytestmark = pytest.mark.django_db
+# each case drives some 60 runs through the worker: ~2 s a case, ~100 s for the module
+pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
 SMALL, LARGE = 5, 50
-APPROVAL = {"default_behavior": "allow", "rules": [{"tool": "write_note", "behavior": "ask"}]}
 
 
 def note(title: str) -> dict[str, Any]:
@@ -558,7 +559,7 @@ CASES = [
     Case(
         "admin-audit",
         World.grow_audit,
-        lambda w: "/admin/runs/auditentry/",
+        lambda w: "/admin/common/auditentry/",
         ADMIN_ROW,
         client="admin",
     ),

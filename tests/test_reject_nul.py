@@ -4,7 +4,8 @@ database (PostgreSQL refuses NUL in text)."""
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import Group, User
+
+from tests.factories import user_with_role
 
 pytestmark = pytest.mark.django_db
 
@@ -21,30 +22,29 @@ PAGES = [
 
 
 @pytest.fixture
-def operator(client):
-    user = User.objects.create_user("olga", password="pw")
-    user.groups.add(Group.objects.get(name="admin"))
-    client.force_login(user)
+def admin_role_client(client):
+    """The test client logged in as a user in the admin role (not a superuser)."""
+    client.force_login(user_with_role("admin", "olga"))
     return client
 
 
 @pytest.mark.parametrize("url", PAGES)
-def test_a_nul_in_a_filter_is_a_400(operator, url):
-    response = operator.get(url)
+def test_a_nul_in_a_filter_is_a_400(admin_role_client, url):
+    response = admin_role_client.get(url)
     assert response.status_code == 400
     assert b"NUL" in response.content
 
 
-def test_a_nul_in_a_form_field_is_a_400(operator):
-    response = operator.post("/threads/new", {"agent": "a\x00", "message": "hi"})
+def test_a_nul_in_a_form_field_is_a_400(admin_role_client):
+    response = admin_role_client.post("/threads/new", {"agent": "a\x00", "message": "hi"})
     assert response.status_code == 400
 
 
-def test_a_nul_in_an_api_query_is_the_json_error(operator):
-    response = operator.get("/api/v1/runs?agent_id=%00")
+def test_a_nul_in_an_api_query_is_the_json_error(admin_role_client):
+    response = admin_role_client.get("/api/v1/runs?agent_id=%00")
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "parse_error"
 
 
-def test_ordinary_values_pass(operator):
-    assert operator.get("/runs/?q=lunch").status_code == 200
+def test_ordinary_values_pass(admin_role_client):
+    assert admin_role_client.get("/runs/?q=lunch").status_code == 200

@@ -19,21 +19,21 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from agents.models import Note
-from runs.models import AuditEntry, Decision, Message, Run, RunEvent, Thread, Ticket, ToolCall
+from common.audit import Actor
+from common.models import AuditEntry
+from runs.models import Decision, Message, Run, RunEvent, Thread, Ticket, ToolCall
 from runs.services import retention, stats
-from runs.services.audit import Actor
 from runs.services.retention import RetentionError, prune_runs
 from runs.services.runs import run_start
 from runs.services.tickets import decision_submit
 from runs.tasks import prune_old_runs
-from tests.factories import call, scripted_agent
+from tests.factories import APPROVAL, call, scripted_agent
 from tests.runs.helpers import drive
 
 pytestmark = pytest.mark.django_db
 
 OLD = 40  # days
 KEEP = dt.timedelta(days=30)
-APPROVAL = {"default_behavior": "allow", "rules": [{"tool": "write_note", "behavior": "ask"}]}
 
 
 def age(run: Run, days: float) -> Run:

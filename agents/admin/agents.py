@@ -19,9 +19,15 @@ from django.urls import path, reverse
 from django.views.decorators.http import require_http_methods
 
 from agents.admin.base import AuditedAdmin
-from agents.models import Agent, AgentVersion, Note
-from agents.services import (
-    AgentConfigInvalid,
+from agents.errors import AgentConfigInvalid
+from agents.models import Agent, Note
+from agents.selectors import (
+    agent_version_before,
+    agent_version_by_number,
+    agent_version_latest,
+    agent_versions,
+)
+from agents.services.agents import (
     agent_draft_status,
     agent_permission_update,
     agent_publish,
@@ -29,13 +35,12 @@ from agents.services import (
     agent_restore,
     agent_spec,
     agent_validate,
-    agent_version_latest,
-    permission_preview,
     spec_normalized,
 )
-from runs.jsonsafe import json_loads
+from agents.services.permissions import permission_preview
+from common.errors import ServiceError
+from common.jsonsafe import json_loads
 from runs.runtime.permissions import Behavior, PatternError, ToolPattern
-from runs.services.errors import ServiceError
 
 MAX_PREVIEW_ARGUMENTS = 20_000
 
@@ -350,11 +355,7 @@ class AgentAdmin(AuditedAdmin):
 
     def versions_view(self, request: HttpRequest, pk: int) -> HttpResponse:
         agent = self._agent(request, pk)
-        versions = list(
-            AgentVersion.objects.filter(agent=agent)
-            .select_related("published_by")
-            .order_by("-number")
-        )
+        versions = agent_versions(agent)
         return TemplateResponse(
             request,
             "admin/agents/agent/versions.html",
@@ -363,22 +364,18 @@ class AgentAdmin(AuditedAdmin):
 
     def version_diff_view(self, request: HttpRequest, pk: int, number: int) -> HttpResponse:
         agent = self._agent(request, pk)
-        version = AgentVersion.objects.filter(agent=agent, number=number).first()
+        version = agent_version_by_number(agent, number)
         if version is None:
             raise Http404(f"{agent.slug} has no version {number}")
         against_raw = request.GET.get("against", "")
         if against_raw:
             if not against_raw.isdigit():
                 raise Http404("'against' must be a version number")
-            base = AgentVersion.objects.filter(agent=agent, number=int(against_raw)).first()
+            base = agent_version_by_number(agent, int(against_raw))
             if base is None:
                 raise Http404(f"{agent.slug} has no version {against_raw}")
         else:
-            base = (
-                AgentVersion.objects.filter(agent=agent, number__lt=number)
-                .order_by("-number")
-                .first()
-            )
+            base = agent_version_before(agent, number)
         return TemplateResponse(
             request,
             "admin/agents/agent/diff.html",
@@ -412,7 +409,7 @@ class AgentAdmin(AuditedAdmin):
 
     def restore_view(self, request: HttpRequest, pk: int, number: int) -> HttpResponse:
         agent = self._agent(request, pk, change=True)
-        version = AgentVersion.objects.filter(agent=agent, number=number).first()
+        version = agent_version_by_number(agent, number)
         if version is None:
             raise Http404(f"{agent.slug} has no version {number}")
         if request.method == "POST":

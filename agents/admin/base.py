@@ -8,7 +8,7 @@ from django.contrib import admin
 from django.db import transaction
 from django.forms.models import model_to_dict
 
-from runs.services.audit import Actor, audit_record, request_actor
+from common.audit import Actor, audit_record, request_actor
 
 ENCRYPTED_SUFFIX = "_encrypted"
 

@@ -14,8 +14,8 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from agents.admin.base import AuditedAdmin
-from agents.endpoints import endpoint_config_errors, endpoint_health_check
 from agents.models import RemoteEndpoint
+from agents.services.endpoints import endpoint_check, endpoint_config_errors
 
 FORM_FIELDS = (
     "slug",
@@ -78,8 +78,12 @@ class RemoteEndpointForm(forms.ModelForm):
 
 
 def _health_badge(endpoint: RemoteEndpoint) -> str:
-    colour = {"healthy": "#2e7d32", "failing": "#c62828"}.get(endpoint.health, "#757575")
-    return format_html('<span style="color:{}">{}</span>', colour, endpoint.get_health_display())
+    # coloured by static/css/admin_health.css: no inline style under the page's CSP
+    return format_html(
+        '<span class="health-badge health-{}">{}</span>',
+        endpoint.health,
+        endpoint.get_health_display(),
+    )
 
 
 @admin.register(RemoteEndpoint)
@@ -100,6 +104,10 @@ class RemoteEndpointAdmin(AuditedAdmin):
     search_fields = ("slug", "name", "base_url")
     readonly_fields = ("token_state", "health_status", "health_error", "health_checked_at")
     actions = ["check_health"]
+
+    class Media:
+        css = {"all": ["css/admin_health.css"]}
+
     fieldsets = (
         (None, {"fields": ("slug", "name", "backend", "base_url", "target")}),
         ("Authentication", {"fields": ("token_state", "token", "clear_token")}),
@@ -135,7 +143,7 @@ class RemoteEndpointAdmin(AuditedAdmin):
     # --- health checks ---------------------------------------------------------------------------
 
     def _check(self, request: HttpRequest, endpoint: RemoteEndpoint) -> None:
-        result = endpoint_health_check(endpoint=endpoint, actor=self._actor(request))
+        result = endpoint_check(endpoint=endpoint, actor=self._actor(request))
         if result.ok:
             self.message_user(
                 request,

@@ -27,7 +27,7 @@ from django.views.decorators.http import require_POST
 
 from agents.admin.base import AuditedAdmin
 from agents.models import Model, ModelProvider
-from agents.providers.health import provider_test_connection
+from agents.services.providers import provider_check
 
 # Set by the client from the API key field, or by the HTTP client itself per connection.
 CREDENTIAL_HEADERS = {"authorization", "proxy-authorization", "cookie"}
@@ -234,7 +234,7 @@ class ModelProviderAdmin(AuditedAdmin):
         ]
 
     def _test_one(self, request: HttpRequest, provider: ModelProvider) -> None:
-        check = provider_test_connection(provider=provider, actor=self._actor(request))
+        check = provider_check(provider=provider, actor=self._actor(request))
         if check.ok:
             self.message_user(request, f"{provider.slug}: {check.summary}", messages.SUCCESS)
         else:

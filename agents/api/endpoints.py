@@ -5,20 +5,18 @@ The bearer token is never returned: only whether one is stored (`has_token`)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agents.endpoints import endpoint_health_check
 from agents.models import RemoteEndpoint
-from runs.api.auth import actor_for
-from runs.api.base import ApiView
-from runs.api.errors import error_responses
-from runs.services.errors import NotFound
+from agents.selectors import endpoint_list
+from agents.services.endpoints import endpoint_check
+from common.api.auth import actor_for
+from common.api.base import ApiView, get_or_not_found
+from common.api.errors import error_responses
 
 VIEW_ENDPOINT = "agents.view_remoteendpoint"
 CHECK_ENDPOINT = "agents.change_remoteendpoint"  # a check writes the endpoint's health
@@ -62,15 +60,8 @@ SLUG = OpenApiParameter(
 )
 
 
-def _endpoints() -> Any:
-    return RemoteEndpoint.objects.prefetch_related("agents")
-
-
 def _endpoint(slug: str) -> RemoteEndpoint:
-    endpoint = _endpoints().filter(slug=slug).first()
-    if endpoint is None:
-        raise NotFound(f"endpoint {slug} not found")
-    return endpoint
+    return get_or_not_found(endpoint_list(), "endpoint", slug, by="slug")
 
 
 class EndpointListView(ApiView):
@@ -83,7 +74,7 @@ class EndpointListView(ApiView):
         responses={200: EndpointListSerializer, **error_responses()},
     )
     def get(self, request: Request) -> Response:
-        endpoints = _endpoints().order_by("slug")
+        endpoints = endpoint_list().order_by("slug")
         return Response({"items": EndpointSerializer(endpoints, many=True).data})
 
 
@@ -119,7 +110,7 @@ class EndpointCheckView(ApiView):
     )
     def post(self, request: Request, endpoint_id: str) -> Response:
         endpoint = _endpoint(endpoint_id)
-        result = endpoint_health_check(endpoint=endpoint, actor=actor_for(request))
+        result = endpoint_check(endpoint=endpoint, actor=actor_for(request))
         endpoint = _endpoint(endpoint_id)
         return Response(
             {

@@ -6,7 +6,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from agents.models import Agent, AgentVersion
-from agents.services import agent_draft_status
+from agents.services.agents import agent_draft_status
 
 
 class AgentSerializer(serializers.Serializer):

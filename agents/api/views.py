@@ -1,26 +1,17 @@
 from __future__ import annotations
 
-from typing import Any
-
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agents.models import Agent
-from runs.api.base import ApiView
-from runs.api.errors import error_responses
-from runs.services.errors import NotFound
+from agents.selectors import agent_list
+from common.api.base import ApiView, get_or_not_found
+from common.api.errors import error_responses
 
 from .serializers import AgentListSerializer, AgentSerializer
 
 VIEW_AGENT = "agents.view_agent"
-
-
-def agents_query() -> Any:
-    return Agent.objects.select_related("model", "endpoint").prefetch_related(
-        "delegates", "versions"
-    )
 
 
 class AgentListView(ApiView):
@@ -33,7 +24,7 @@ class AgentListView(ApiView):
         responses={200: AgentListSerializer, **error_responses()},
     )
     def get(self, request: Request) -> Response:
-        agents = agents_query().order_by("slug")
+        agents = agent_list().order_by("slug")
         return Response({"items": AgentSerializer(agents, many=True).data})
 
 
@@ -52,7 +43,5 @@ class AgentDetailView(ApiView):
         responses={200: AgentSerializer, **error_responses(404)},
     )
     def get(self, request: Request, agent_id: str) -> Response:
-        agent = agents_query().filter(slug=agent_id).first()
-        if agent is None:
-            raise NotFound(f"agent {agent_id} not found")
+        agent = get_or_not_found(agent_list(), "agent", agent_id, by="slug")
         return Response(AgentSerializer(agent).data)

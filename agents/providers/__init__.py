@@ -17,6 +17,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from agents import secrets
+from agents.services.health import HealthReporter, provider_health_record
 from runs.runtime.ports import ModelClient
 
 from .scripted import ScriptedModelClient
@@ -46,9 +47,7 @@ def client_for(model: dict[str, Any]) -> ModelClient:
 def _report_failure(model: dict[str, Any], message: str) -> None:
     pk = model.get("provider_pk")
     if pk is not None:
-        from .health import provider_health_record
-
-        provider_health_record(provider_id=pk, error=message)
+        provider_health_record(provider_id=pk, ok=False, error=message)
 
 
 def resolve_api_key(*, ciphertext: str, key_env: str, who: str) -> str | None:
@@ -76,7 +75,7 @@ def openai_client_class() -> type[OpenAIChatClient]:
     """The `openai` model client class (a blank `base_url` means OpenAI's own API)."""
     # imported here, not at the top: the openai SDK costs ~40 MB and ~0.5 s of every
     # process that imports it, and only processes calling an `openai` provider need it
-    from .openai_client import OpenAIChatClient
+    from .openai_client import OpenAIChatClient  # noqa: PLC0415 (openai SDK, loaded on first use)
 
     return OpenAIChatClient
 
@@ -91,8 +90,6 @@ def _openai_client(model: dict[str, Any]) -> OpenAIChatClient:
     timeout = model.get("timeout")
     reporter = None
     if model.get("provider_pk") is not None:
-        from .health import HealthReporter
-
         reporter = HealthReporter(
             model["provider_pk"], healthy=model.get("provider_health") == "healthy"
         )

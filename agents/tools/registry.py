@@ -8,6 +8,8 @@ from collections.abc import Iterable, Iterator
 from runs.runtime.ports import Tool
 from runs.runtime.types import ToolDescriptor
 
+from .builtin import BUILTIN_TOOLS
+
 
 class UnknownToolError(LookupError):
     """A tool name that is not registered; the message lists the names that are."""
@@ -63,8 +65,6 @@ class ToolRegistry:
 
 def default_registry() -> ToolRegistry:
     """A fresh registry holding the built-in tools."""
-    from .builtin import BUILTIN_TOOLS
-
     return ToolRegistry(tool_class() for tool_class in BUILTIN_TOOLS)
 
 

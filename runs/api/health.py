@@ -9,6 +9,8 @@ from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import async_to_sync
+from celery import current_app
+from channels.layers import get_channel_layer
 from django.db import connection
 
 CHECK_TIMEOUT_SECONDS = 2.0
@@ -21,15 +23,11 @@ def check_database() -> None:
 
 
 def check_broker() -> None:
-    from awaken_site.celery import app
-
-    with app.connection_for_write(connect_timeout=CHECK_TIMEOUT_SECONDS) as conn:
+    with current_app.connection_for_write(connect_timeout=CHECK_TIMEOUT_SECONDS) as conn:
         conn.ensure_connection(max_retries=1, interval_start=0, timeout=CHECK_TIMEOUT_SECONDS)
 
 
 def check_channel_layer() -> None:
-    from channels.layers import get_channel_layer
-
     layer = get_channel_layer()
     if layer is None:
         raise RuntimeError("no channel layer configured")

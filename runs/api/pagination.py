@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import uuid
 
+from common.errors import InvalidInput
 from runs.selectors import decode_cursor
-from runs.services.errors import InvalidInput
 
 
 def check_cursor(cursor: str | None, *, uuid_pk: bool) -> str | None:

@@ -12,6 +12,7 @@ from rest_framework import serializers
 from agents.pricing import cost_text, run_cost_usd
 from runs.models import Decision, Message, Run, Thread, Ticket
 from runs.selectors import WAITING_REASONS
+from runs.services.tickets import decision_json
 
 OUR_DECISION_ACTIONS = ["approve", "edit", "reject", "respond"]
 DECISION_ACTIONS = [*OUR_DECISION_ACTIONS, "resume", "cancel"]
@@ -268,8 +269,6 @@ class TicketSerializer(serializers.Serializer):
 
     @extend_schema_field(DecisionSerializer(allow_null=True))
     def get_decision(self, ticket: Ticket) -> dict[str, Any] | None:
-        from runs.services.tickets import decision_json
-
         if ticket.status == Ticket.Status.PENDING:  # undecided: no lookup
             return None
         try:

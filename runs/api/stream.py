@@ -40,15 +40,15 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from common.api.base import ApiView, get_or_not_found, validated
+from common.api.errors import error_responses
+from common.errors import InvalidInput
 from runs import fanout
 from runs import permissions as perms
 from runs.models import Run, RunEvent
 from runs.realtime import run_group
 from runs.runtime.events import ends_run_stream
-from runs.services.errors import InvalidInput, NotFound
 
-from .base import ApiView, parse_uuid, validated
-from .errors import error_responses
 from .serializers import StreamQuerySerializer
 
 logger = logging.getLogger(__name__)
@@ -338,9 +338,7 @@ class RunEventStreamView(SseView):
     )
     def get(self, request: Request, run_id: str) -> StreamingHttpResponse:
         query = validated(StreamQuerySerializer, request.query_params)
-        pk = parse_uuid(run_id, "run")
-        if not Run.objects.filter(pk=pk).exists():
-            raise NotFound(f"run {run_id} not found")
+        pk = get_or_not_found(Run.objects.only("pk"), "run", run_id).pk
         after = query.get("after_seq") or 0
         last_event_id = request.headers.get("Last-Event-ID", "").strip()
         if last_event_id:

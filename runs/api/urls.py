@@ -17,10 +17,10 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from agents.api.endpoints import EndpointCheckView, EndpointDetailView, EndpointListView
 from agents.api.views import AgentDetailView, AgentListView
+from common.api.errors import error_body
 
-from . import views
-from .errors import error_body
 from .stream import RunEventStreamView
+from .views import audit, runs, threads, tickets
 
 
 # CSRF exempt like every DRF view: it changes nothing, and otherwise a POST from a token
@@ -53,29 +53,29 @@ def read_only(view: Any) -> Any:
 
 
 urlpatterns = [
-    path("runs", views.RunListView.as_view(), name="api-runs"),
-    path("runs/<str:run_id>", views.RunDetailView.as_view(), name="api-run"),
-    path("runs/<str:run_id>/cancel", views.RunCancelView.as_view(), name="api-run-cancel"),
-    path("runs/<str:run_id>/retry", views.RunRetryView.as_view(), name="api-run-retry"),
-    path("runs/<str:run_id>/events", views.RunEventsView.as_view(), name="api-run-events"),
+    path("runs", runs.RunListView.as_view(), name="api-runs"),
+    path("runs/<str:run_id>", runs.RunDetailView.as_view(), name="api-run"),
+    path("runs/<str:run_id>/cancel", runs.RunCancelView.as_view(), name="api-run-cancel"),
+    path("runs/<str:run_id>/retry", runs.RunRetryView.as_view(), name="api-run-retry"),
+    path("runs/<str:run_id>/events", runs.RunEventsView.as_view(), name="api-run-events"),
     path(
         "runs/<str:run_id>/events/stream",
         RunEventStreamView.as_view(),
         name="api-run-events-stream",
     ),
-    path("runs/<str:run_id>/decisions", views.RunDecisionsView.as_view(), name="api-run-decisions"),
-    path("tickets", views.TicketListView.as_view(), name="api-tickets"),
-    path("tickets/<str:ticket_id>", views.TicketDetailView.as_view(), name="api-ticket"),
+    path("runs/<str:run_id>/decisions", runs.RunDecisionsView.as_view(), name="api-run-decisions"),
+    path("tickets", tickets.TicketListView.as_view(), name="api-tickets"),
+    path("tickets/<str:ticket_id>", tickets.TicketDetailView.as_view(), name="api-ticket"),
     path(
         "tickets/<str:ticket_id>/decision",
-        views.TicketDecisionView.as_view(),
+        tickets.TicketDecisionView.as_view(),
         name="api-ticket-decision",
     ),
-    path("threads", views.ThreadListView.as_view(), name="api-threads"),
-    path("threads/<str:thread_id>", views.ThreadDetailView.as_view(), name="api-thread"),
+    path("threads", threads.ThreadListView.as_view(), name="api-threads"),
+    path("threads/<str:thread_id>", threads.ThreadDetailView.as_view(), name="api-thread"),
     path(
         "threads/<str:thread_id>/messages",
-        views.ThreadMessagesView.as_view(),
+        threads.ThreadMessagesView.as_view(),
         name="api-thread-messages",
     ),
     path("agents", AgentListView.as_view(), name="api-agents"),
@@ -87,7 +87,7 @@ urlpatterns = [
         EndpointCheckView.as_view(),
         name="api-endpoint-check",
     ),
-    path("audit", views.AuditListView.as_view(), name="api-audit"),
+    path("audit", audit.AuditListView.as_view(), name="api-audit"),
     path("schema/", read_only(SpectacularAPIView.as_view()), name="api-schema"),
     path(
         "docs/",

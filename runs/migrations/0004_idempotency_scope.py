@@ -7,7 +7,10 @@ def scope_existing_keys(apps, schema_editor):
     """Runs started before keys were scoped: the submitter is the run.start audit entry's
     actor (no entry or no user: the system's scope, '')."""
     Run = apps.get_model("runs", "Run")
-    AuditEntry = apps.get_model("runs", "AuditEntry")
+    try:
+        AuditEntry = apps.get_model("runs", "AuditEntry")
+    except LookupError:  # run against today's models: the audit moved to `common` (0008)
+        AuditEntry = apps.get_model("common", "AuditEntry")
     keyed = Run.objects.exclude(idempotency_key="").values_list("pk", flat=True)
     starters = AuditEntry.objects.filter(
         action="run.start", run_id__in=keyed, actor__isnull=False

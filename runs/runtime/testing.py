@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from .agent import AgentSpec, ResolvedAgent
 from .events import Event
-from .loop import AgentSpec, ResolvedAgent
 from .ports import (
     CancellationToken,
     Checkpoint,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from celery import current_app
 from django.db import transaction
 from django.utils import timezone
 
@@ -15,10 +16,9 @@ logger = logging.getLogger(__name__)
 
 
 def _enqueue(run_id: str) -> None:
-    from runs.tasks import advance_run
-
+    # The task by its name: runs.tasks imports the services, not the other way round.
     try:
-        advance_run.delay(run_id)
+        current_app.tasks["runs.advance_run"].delay(run_id)
     except Exception:  # broker down: the sweep will find the run
         logger.warning("could not enqueue run %s; the sweep will retry", run_id, exc_info=True)
 

@@ -13,7 +13,7 @@ from django.db import transaction
 from django.db.models import Case, F, QuerySet, When
 from django.utils import timezone
 
-from runs.jsonsafe import without_nul
+from common.jsonsafe import without_nul
 from runs.models import Run, RunEvent, Thread
 from runs.realtime import broadcast_events
 from runs.runtime import events as ev

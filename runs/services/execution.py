@@ -1,5 +1,6 @@
-"""Executing runs on workers: claim by compare-and-swap, run one segment from the last
-checkpoint, renew the lease while working, release, and the sweep that makes it durable.
+"""Executing runs on workers: run one segment of a claimed run (claims and leases:
+`runs.services.leases`) from its last checkpoint, child runs for delegates, and the sweep
+that makes it durable.
 
 A task delivered twice, late or after the run moved on finds nothing to claim and does
 nothing. A worker killed mid-step loses that step only: its lease expires, the sweep makes
@@ -8,28 +9,22 @@ the run due again and the next claim resumes from the last checkpoint.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import logging
-import os
-import socket
-import threading
-import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
-from django.db.models import Case, F, Q, Value, When
-from django.db.models.functions import Coalesce, Now
+from django.db.models import F, Q
+from django.db.models.functions import Now
 from django.utils import timezone
 
-from agents.endpoints import abort_remote_on_commit, endpoint_backend_for_spec
 from agents.models import Agent
 from agents.pricing import price_snapshot
 from agents.resolver import VersionResolver
-from agents.services import agent_version_by_id, agent_version_current
+from agents.selectors import agent_version_by_id, agent_version_current
+from agents.services.endpoints import endpoint_backend_for_spec
+from common.errors import ServiceError
 from runs.models import DELEGATE_TICKET_PREFIX, Message, Run, Thread, Ticket
 from runs.runtime import types as rt
 from runs.runtime.backends import (
@@ -40,6 +35,7 @@ from runs.runtime.backends import (
     BackendRunOutput,
     BackendRunResult,
     LocalBackend,
+    delegate_result_payload,
     map_termination,
 )
 from runs.runtime.ports import (
@@ -50,7 +46,6 @@ from runs.runtime.ports import (
 )
 from runs.services import stats
 from runs.services.dispatch import run_dispatch
-from runs.services.errors import ServiceError
 from runs.services.events import (
     RUN_ROW_FIELDS,
     activation_close_interrupted,
@@ -58,7 +53,16 @@ from runs.services.events import (
     events_append,
     run_identity,
 )
-from runs.services.runs import run_request_cancel_flag
+from runs.services.leases import (
+    LEASE_EXPIRED,
+    SEGMENT_STOPPED,
+    renewer,
+    run_claim,
+    run_release,
+    worker_identity,
+)
+from runs.services.remote import abort_remote_on_commit
+from runs.services.runs import normalize_input_messages, run_request_cancel_flag
 from runs.services.tickets import decision_submit, tickets_close_open
 from runs.sql import update_returning
 from runs.store import (
@@ -66,188 +70,11 @@ from runs.store import (
     OrmLiveSink,
     load_messages,
     load_open_tool_calls,
+    message_to_row,
     record_from_row,
 )
 
 logger = logging.getLogger(__name__)
-
-
-def worker_identity() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
-
-
-def _lease() -> dt.timedelta:
-    return dt.timedelta(seconds=settings.AWAKEN_LEASE_SECONDS)
-
-
-def _lease_until() -> Any:
-    """A new lease's end. Leases are set and judged by the database's clock only
-    (`Now()`), never a worker's: workers' clocks may disagree."""
-    return Now() + _lease()
-
-
-AGENT_SLUG = {
-    "agent_slug": "(SELECT slug FROM agents_agent WHERE agents_agent.id = runs_run.agent_id)"
-}
-
-
-def run_claim(*, run_id: Any, worker: str) -> Run | None:
-    """Take the run if it is due or its lease expired: one guarded update that answers the
-    claimed row (its `attempt` fences every later write of this worker)."""
-    now = timezone.now()
-    take = {
-        "due": False,
-        "lease_owner": worker,
-        "lease_expires_at": _lease_until(),
-        "attempt": F("attempt") + 1,
-        "status": Run.Status.RUNNING,
-        "status_reason": "",
-        "waiting": None,
-        "started_at": Coalesce("started_at", Value(now)),
-        "updated_at": now,
-    }
-    open_runs = Run.objects.filter(pk=run_id).exclude(status=Run.Status.DONE)
-    with transaction.atomic(savepoint=False):
-        run = update_returning(
-            open_runs.filter(due=True).filter(
-                Q(lease_expires_at__isnull=True)
-                # a running run whose lease expired is a recovery (below)
-                | (Q(lease_expires_at__lt=Now()) & ~Q(status=Run.Status.RUNNING))
-            ),
-            take,
-            extra=AGENT_SLUG,
-        )
-        if run is None:  # a redelivered task finds its dead worker's run: a recovery
-            run = update_returning(
-                open_runs.filter(status=Run.Status.RUNNING, lease_expires_at__lt=Now()),
-                {**take, "recoveries": F("recoveries") + 1},
-                extra=AGENT_SLUG,
-            )
-            if run is not None:
-                activation_close_interrupted(run, LEASE_EXPIRED)
-        if run is not None:
-            # the agent as it is named now (only its slug is loaded)
-            slug = run.agent_slug  # type: ignore[attr-defined]
-            run.agent = Agent.from_db(None, ["id", "slug"], [run.agent_id, slug])
-            apply_thread_projection(run)
-        return run
-
-
-# Why an activation ended without its `run_finish` (the `activation_interrupted` error).
-LEASE_EXPIRED = (
-    "activation interrupted: its worker stopped renewing the lease (killed, or cut off); "
-    "the run resumes from its last checkpoint"
-)
-SEGMENT_STOPPED = (
-    "activation interrupted: its worker stopped it before the end (shutting down); "
-    "the run resumes from its last checkpoint"
-)
-
-
-def run_release(*, run_id: Any, attempt: int, interrupted: str | None = None) -> None:
-    """Give up the lease; ring again if decisions arrived while we held it, or if the
-    segment was interrupted (the worker is shutting down) before the run settled.
-
-    `interrupted` (why) for a segment that ended without returning: the activation it
-    left open in the log is closed with the release, in one transaction, so the next
-    activation's `run_start` follows a closed one."""
-    held = Run.objects.filter(pk=run_id, attempt=attempt).exclude(status=Run.Status.DONE)
-    release = {
-        "lease_owner": "",
-        "lease_expires_at": None,
-        "due": Case(When(status=Run.Status.RUNNING, then=Value(True)), default=F("due")),
-    }
-    if interrupted is not None:
-        with transaction.atomic():
-            run = update_returning(held, release, (*RUN_ROW_FIELDS, "due"))
-            if run is not None:
-                activation_close_interrupted(run, interrupted)
-        if run is not None and run.due:
-            run_dispatch(run_id)
-        return
-    released = held.update(**release)
-    # a finished run's last checkpoint already gave the lease up: nothing can be due
-    if released and Run.objects.filter(pk=run_id, due=True).exists():
-        run_dispatch(run_id)
-
-
-@dataclass
-class _Lease:
-    run_id: Any
-    attempt: int
-    token: CancellationToken
-    renewed: float  # time.monotonic() of the claim or the last renewal
-    # held while renewing; `released` under it: no renewal lands after the segment let go
-    # (it would put a lease back on a run its release just freed)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    released: bool = False
-
-
-class LeaseRenewer:
-    """One thread per process renews the lease of every segment the process runs, each
-    a third of the lease after its claim or last renewal, and cancels a segment whose
-    run another worker took. A segment shorter than that costs no renewal and no thread
-    of its own."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._held: dict[int, _Lease] = {}
-        self._pid = 0
-
-    @contextlib.contextmanager
-    def hold(self, run_id: Any, attempt: int, token: CancellationToken) -> Iterator[None]:
-        lease = _Lease(run_id, attempt, token, time.monotonic())
-        with self._lock:
-            if self._pid != os.getpid():  # first use in this process (or a forked child)
-                self._pid = os.getpid()
-                threading.Thread(target=self._loop, daemon=True, name="lease-renewer").start()
-            self._held[id(lease)] = lease
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._held.pop(id(lease), None)
-            with lease.lock:  # waits for a renewal in flight
-                lease.released = True
-
-    def _loop(self) -> None:
-        while True:
-            interval = max(settings.AWAKEN_LEASE_SECONDS / 3, 0.2)
-            time.sleep(interval / 4)
-            now = time.monotonic()
-            with self._lock:
-                due = [lease for lease in self._held.values() if now - lease.renewed >= interval]
-            if due:
-                try:
-                    self._renew(due, now)
-                except Exception:
-                    logger.exception("lease renewal failed")
-                finally:
-                    connection.close()  # back to the pool between rounds
-
-    def _renew(self, due: list[_Lease], now: float) -> None:
-        for lease in due:
-            with lease.lock:
-                if lease.released:
-                    continue
-                try:
-                    renewed = Run.objects.filter(pk=lease.run_id, attempt=lease.attempt).update(
-                        lease_expires_at=_lease_until()
-                    )
-                except (OperationalError, InterfaceError):
-                    # the database is away: try again next round; the lease (three
-                    # renewals long) outlives a short outage
-                    logger.warning("lease renewal failed for run %s", lease.run_id, exc_info=True)
-                    return
-            if renewed:
-                lease.renewed = now
-            else:  # another worker holds the run now: stop this segment
-                lease.token.cancel()
-                with self._lock:
-                    self._held.pop(id(lease), None)
-
-
-_renewer = LeaseRenewer()
 
 
 def _cancel_token(run: Run, parent: CancellationToken | None = None) -> CancellationToken:
@@ -294,7 +121,7 @@ class Segment:
             resolver.preload(run.agent.slug)  # its model row, in the same round
 
     def execute(self) -> BackendRunResult:
-        with _renewer.hold(self.run.pk, self.run.attempt, self.token):
+        with renewer.hold(self.run.pk, self.run.attempt, self.token):
             return (self.remote or LocalBackend()).execute_root(self.request)
 
 
@@ -466,7 +293,7 @@ def _delegate_runner(parent: Run, attempt: int, worker: str) -> Any:
                 {child.agent.slug: child.agent_version},
                 delegate_runner=_delegate_runner(child, claimed.attempt, worker),
             )
-            with _renewer.hold(child.pk, claimed.attempt, token):
+            with renewer.hold(child.pk, claimed.attempt, token):
                 result = LocalBackend().execute_delegate(
                     BackendDelegateRunRequest(
                         agent_id=agent_id,
@@ -493,9 +320,6 @@ def _delegate_runner(parent: Run, attempt: int, worker: str) -> Any:
 
 @transaction.atomic
 def _child_create(parent: Run, agent_id: str, prompt: str, call_id: str) -> Run:
-    from runs.services.runs import normalize_input_messages
-    from runs.store import message_to_row
-
     agent = Agent.objects.get(slug=agent_id)
     thread = Thread.objects.create(title=prompt[:80], parent_thread_id=parent.thread_id)
     messages = normalize_input_messages(prompt)
@@ -541,14 +365,7 @@ def run_notify_parent(*, run_id: Any) -> None:
     ).first()
     if ticket is None:
         return
-    result = _child_result(child)
-    payload = {
-        "agent_id": result.agent_id,
-        "status": str(result.status),
-        "response": result.response,
-        "output": result.output.to_json(),
-        "steps": result.steps,
-    }
+    payload = delegate_result_payload(_child_result(child))
     try:
         decision_submit(ticket=ticket, action="respond", payload=payload)
     except ServiceError:

@@ -28,27 +28,29 @@ invocation, rather than queueing behind (and in front of) the workers.
 from __future__ import annotations
 
 import datetime as dt
-import gzip
-import json
 import logging
-import os
 import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import IO, Any, NamedTuple, cast
+from typing import Any, NamedTuple, cast
 
-from django.core.serializers.json import DjangoJSONEncoder
 from django.db import DatabaseError, OperationalError, connection, transaction
 from django.db.models import Model, Q, QuerySet
 from django.db.models.deletion import SET_NULL
 from django.utils import timezone
 
+from common.audit import SYSTEM, Actor, audit_record
 from runs.models import Decision, Message, Run, RunEvent, Thread, Ticket, ToolCall
 from runs.services import stats
-from runs.services.audit import SYSTEM, Actor, audit_record
+from runs.services.retention_archive import Archive, archive_lines, check_archive_dir
+from runs.services.retention_results import (
+    BatchResult,
+    PruneResult,
+    RetentionError,
+    RetentionUnsafe,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -85,56 +87,6 @@ _DELETED_MODELS: tuple[type[Model], ...] = (
     Ticket,
     Decision,
 )
-
-
-class RetentionError(ValueError):
-    """Bad input: a cutoff, batch size, pause or archive directory that cannot work."""
-
-
-class RetentionUnsafe(RuntimeError):
-    """The models gained a link into the deleted tables that retention does not handle."""
-
-
-@dataclass(kw_only=True)
-class Removed:
-    runs: int = 0
-    threads: int = 0
-    messages: int = 0
-    events: int = 0
-    tool_calls: int = 0
-    tickets: int = 0
-    decisions: int = 0
-    skipped: int = 0  # roots kept because a run of their tree is not old and done yet
-
-
-@dataclass(kw_only=True)
-class BatchResult(Removed):
-    number: int
-    seconds: float = 0.0
-
-
-@dataclass(kw_only=True)
-class PruneResult(Removed):
-    cutoff: dt.datetime
-    dry_run: bool = False
-    batches: int = 0
-    contended: int = 0  # batches left for a later run because their rows stayed busy
-    seconds: float = 0.0
-    complete: bool = False  # False: stopped by the budget or a contended batch
-    archive_path: Path | None = None
-
-    def add(self, batch: BatchResult) -> None:
-        self.batches += 1
-        for item in fields(Removed):
-            setattr(self, item.name, getattr(self, item.name) + getattr(batch, item.name))
-
-    def counts(self) -> dict[str, Any]:
-        """What the audit entry and the beat task report (JSON-ready)."""
-        data = asdict(self)
-        data["cutoff"] = self.cutoff.isoformat()
-        data["seconds"] = round(self.seconds, 3)
-        data["archive_path"] = str(self.archive_path) if self.archive_path else None
-        return data
 
 
 class _Node(NamedTuple):
@@ -197,9 +149,9 @@ def prune_runs(
     result = PruneResult(cutoff=timezone.now() - older_than, dry_run=dry_run)
     archive = None
     if archive_dir is not None:
-        _check_archive_dir(Path(archive_dir))
+        check_archive_dir(Path(archive_dir))
         if not dry_run:
-            archive = _Archive.open(Path(archive_dir))
+            archive = Archive.open(Path(archive_dir))
             result.archive_path = archive.path
     error: BaseException | None = None
     try:
@@ -232,7 +184,7 @@ def _run_batches(
     result: PruneResult,
     *,
     batch_size: int,
-    archive: _Archive | None,
+    archive: Archive | None,
     pause: float,
     max_batches: int | None,
     max_seconds: float | None,
@@ -355,7 +307,7 @@ def _delete_batch(
     number: int,
     roots: list[_Node],
     cutoff: dt.datetime,
-    archive: _Archive | None,
+    archive: Archive | None,
     lock_timeout_ms: int,
 ) -> BatchResult:
     started = time.monotonic()
@@ -377,7 +329,7 @@ def _delete_batch(
             _recheck(ids, cutoff)
             orphans = _orphan_threads({node.thread_id for node in doomed.values()}, ids)
             if archive is not None:
-                archive.write(_archive_lines(ids, orphans))
+                archive.write(archive_lines(ids, orphans))
             batch.decisions = _raw_delete(Decision.objects.filter(ticket__run_id__in=ids))
             batch.tickets = _raw_delete(Ticket.objects.filter(run_id__in=ids))
             batch.events = _raw_delete(RunEvent.objects.filter(run_id__in=ids))
@@ -551,130 +503,6 @@ def _check_relations() -> None:
         raise RetentionUnsafe(
             "retention does not know how to remove rows linked by " + ", ".join(unknown)
         )
-
-
-def _rows(query: QuerySet[Any]) -> list[dict[str, Any]]:
-    return [dict(row) for row in query.order_by().values()]
-
-
-def _grouped(rows: list[dict[str, Any]], key: str) -> dict[Any, list[dict[str, Any]]]:
-    groups: dict[Any, list[dict[str, Any]]] = defaultdict(list)
-    for row in rows:
-        groups[row[key]].append(row)
-    return groups
-
-
-def _archive_lines(ids: list[uuid.UUID], orphans: list[uuid.UUID]) -> bytes:
-    """One JSON object per run: its row, events, tool calls, tickets and decisions; the
-    row and messages of a thread that goes with the batch ride on the line of its last
-    run (every archived message appears once)."""
-    runs = sorted(_rows(Run.objects.filter(pk__in=ids)), key=lambda r: (r["created_at"], r["id"]))
-    events = _grouped(
-        sorted(_rows(RunEvent.objects.filter(run_id__in=ids)), key=lambda r: r["seq"]), "run_id"
-    )
-    tool_calls = _grouped(
-        sorted(_rows(ToolCall.objects.filter(run_id__in=ids)), key=lambda r: r["id"]), "run_id"
-    )
-    ticket_rows = sorted(
-        _rows(Ticket.objects.filter(run_id__in=ids)), key=lambda r: r["created_at"]
-    )
-    tickets = _grouped(ticket_rows, "run_id")
-    ticket_runs = {row["id"]: row["run_id"] for row in ticket_rows}
-    decisions = _grouped(
-        [
-            {**row, "run_id": ticket_runs[row["ticket_id"]]}
-            for row in _rows(Decision.objects.filter(ticket__run_id__in=ids))
-        ],
-        "run_id",
-    )
-    threads = {row["id"]: row for row in _rows(Thread.objects.filter(pk__in=orphans))}
-    messages = _grouped(
-        sorted(_rows(Message.objects.filter(thread_id__in=orphans)), key=lambda r: r["seq"]),
-        "thread_id",
-    )
-    last_run = {run["thread_id"]: run["id"] for run in runs}  # runs are oldest first
-    out = []
-    for run in runs:
-        carries = last_run[run["thread_id"]] == run["id"] and run["thread_id"] in threads
-        record = {
-            "run": run,
-            "events": events.get(run["id"], []),
-            "tool_calls": tool_calls.get(run["id"], []),
-            "tickets": tickets.get(run["id"], []),
-            "decisions": decisions.get(run["id"], []),
-            "thread": threads[run["thread_id"]] if carries else None,
-            "messages": messages.get(run["thread_id"], []) if carries else [],
-        }
-        out.append(json.dumps(record, cls=DjangoJSONEncoder, ensure_ascii=False))
-        out.append("\n")
-    return "".join(out).encode()
-
-
-def _check_archive_dir(directory: Path) -> None:
-    """Before anything is deleted: the directory exists and is writable, or can be
-    created (its nearest existing parent is a writable directory)."""
-    existing = directory
-    while not existing.exists() and existing.parent != existing:
-        existing = existing.parent
-    if existing != directory and not existing.is_dir():
-        raise RetentionError(f"cannot create archive directory {directory}: {existing} is a file")
-    if not existing.is_dir():
-        raise RetentionError(f"archive directory {directory} is not a directory")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise RetentionError(f"archive directory {existing} is not writable")
-
-
-class _Archive:
-    """One gzip file per invocation; each batch appends one complete gzip member (readers
-    such as `gzip.open` and `zcat` read the members as one stream). The member is on disk
-    (fsync) before the batch deletes anything, and cut off again if the batch rolls
-    back, so a retried batch is not archived twice."""
-
-    def __init__(self, path: Path, handle: IO[bytes]) -> None:
-        self.path = path
-        self._handle = handle
-
-    @classmethod
-    def open(cls, directory: Path) -> _Archive:
-        try:
-            directory.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise RetentionError(f"cannot create archive directory {directory}: {exc}") from exc
-        stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
-        for suffix in ("", *(f"-{n}" for n in range(1, 100))):
-            path = directory / f"runs-{stamp}{suffix}.jsonl.gz"
-            try:
-                return cls(path, path.open("xb"))
-            except FileExistsError:
-                continue
-            except OSError as exc:
-                raise RetentionError(
-                    f"cannot write to archive directory {directory}: {exc}"
-                ) from exc
-        raise RetentionError(f"too many archives named runs-{stamp}* in {directory}")
-
-    def mark(self) -> int:
-        return self._handle.tell()
-
-    def write(self, data: bytes) -> None:
-        if not data:
-            return
-        self._handle.write(gzip.compress(data))
-        self._handle.flush()
-        os.fsync(self._handle.fileno())
-
-    def rewind(self, mark: int) -> None:
-        try:
-            self._handle.seek(mark)
-            self._handle.truncate()
-            self._handle.flush()
-        except OSError:
-            logger.exception("could not cut a rolled-back batch off %s", self.path)
-
-    def close(self, *, keep: bool) -> None:
-        self._handle.close()
-        if not keep:
-            self.path.unlink(missing_ok=True)
 
 
 def _audit(result: PruneResult, actor: Actor, error: BaseException | None) -> None:

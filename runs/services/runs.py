@@ -10,15 +10,15 @@ from django.utils import timezone
 
 from agents.models import Agent
 from agents.pricing import price_snapshot
-from agents.services import agent_version_current
-from runs.jsonsafe import unstorable_in
+from agents.selectors import agent_version_current
+from common.audit import SYSTEM, Actor, audit_record
+from common.errors import IllegalTransition, InvalidInput
+from common.jsonsafe import unstorable_in
 from runs.models import Message, Run, Thread, Ticket, ToolCall
 from runs.runtime import types as rt
 from runs.runtime.loop import end_without_activation
 from runs.services import stats
-from runs.services.audit import SYSTEM, Actor, audit_record
 from runs.services.dispatch import enqueue_on_commit, run_dispatch
-from runs.services.errors import IllegalTransition, InvalidInput
 from runs.services.events import (
     apply_thread_projection,
     events_append,
@@ -26,7 +26,8 @@ from runs.services.events import (
     run_start_event,
     thread_projection,
 )
-from runs.services.tickets import tickets_close_open
+from runs.services.remote import abort_remote_on_commit
+from runs.services.tickets import decision_submit, tickets_close_open
 from runs.store import message_to_row
 
 MAX_MESSAGE_CHARS = 100_000
@@ -236,8 +237,6 @@ def _submit(
 def _run_continue(run: Run, thread: Thread, messages: list[rt.Message]) -> Run:
     """New input for a waiting run: open tickets are superseded (rejected by the system,
     so the model hears about it), the input is appended and the run resumes."""
-    from runs.services.tickets import decision_submit
-
     run = Run.objects.select_for_update().get(pk=run.pk)
     for ticket in Ticket.objects.filter(run=run, status=Ticket.Status.PENDING):
         decision_submit(
@@ -289,8 +288,6 @@ def run_cancel(*, run: Run, actor: Actor = SYSTEM) -> Run:
 
 
 def _finish_cancelled(run: Run, now: Any) -> None:
-    from agents.endpoints import abort_remote_on_commit
-
     abort_remote_on_commit(run)
     tickets_close_open(run, now)
     ToolCall.objects.filter(

@@ -4,6 +4,7 @@ decision_id returns the first result; the last decision of a run resumes it."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import jsonschema
@@ -12,13 +13,15 @@ from django.db.models import F
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from runs.jsonsafe import JsonTooDeep, check_depth, find_unstorable
+from agents.tools import UnknownToolError, get_tool
+from common.audit import SYSTEM, Actor, audit_record
+from common.errors import DecisionConflict, InvalidInput, NotFound
+from common.jsonsafe import JsonTooDeep, check_depth, find_unstorable
 from runs.models import Decision, Run, Ticket, ToolCall
 from runs.runtime import types as rt
+from runs.runtime.backends import DELEGATE_PARAMETERS, DELEGATE_TOOL_PREFIX
 from runs.services import stats
-from runs.services.audit import SYSTEM, Actor, audit_record
 from runs.services.dispatch import enqueue_on_commit
-from runs.services.errors import DecisionConflict, InvalidInput, NotFound
 from runs.services.events import events_append, run_reserving_seqs
 
 ACTIONS = ("approve", "edit", "reject", "respond")
@@ -148,14 +151,8 @@ def _validate(ticket: Ticket, action: str, arguments: Any, payload: Any) -> None
 
 
 def tool_schema(tool_name: str) -> dict[str, Any] | None:
-    from agents.tools import UnknownToolError, get_tool
-
-    if tool_name.startswith("agent_run_"):
-        return {
-            "type": "object",
-            "properties": {"prompt": {"type": "string", "minLength": 1}},
-            "required": ["prompt"],
-        }
+    if tool_name.startswith(DELEGATE_TOOL_PREFIX):
+        return copy.deepcopy(DELEGATE_PARAMETERS)
     try:
         return get_tool(tool_name).descriptor.parameters
     except UnknownToolError:
@@ -202,6 +199,35 @@ def decision_submit_or_repeat(
 ) -> tuple[Decision, bool]:
     """decision_submit, and whether the decision is an earlier one with the same
     decision_id (a repeat, which the API answers with 200 rather than 201)."""
+    _check_decision(ticket, action, arguments, payload, comment, decision_id, actor)
+    with transaction.atomic():
+        if decision_id:
+            existing = Decision.objects.filter(ticket=ticket, decision_id=decision_id).first()
+            if existing is not None:
+                return existing, True
+        now = timezone.now()
+        won = Ticket.objects.filter(pk=ticket.pk, status=Ticket.Status.PENDING).update(
+            status=Ticket.Status.DECIDED, closed_at=now
+        )
+        if not won:
+            return _winner_or_conflict(ticket, decision_id), True
+        decision = _record_decision(
+            ticket, action, arguments, payload, comment, decision_id or rt.new_id(), actor, now
+        )
+        _settle_run(ticket, decision, actor, now, dispatch=dispatch)
+    return decision, False
+
+
+def _check_decision(
+    ticket: Ticket,
+    action: str,
+    arguments: Any,
+    payload: Any,
+    comment: str,
+    decision_id: str | None,
+    actor: Actor,
+) -> None:
+    """Refuse, before anything is written, a decision that could never be recorded."""
     if action not in (*ACTIONS, "resume"):
         raise InvalidInput(f"action must be one of {', '.join(ACTIONS)}, got {action!r}")
     given = {
@@ -224,97 +250,105 @@ def decision_submit_or_repeat(
         )
     if action != "resume":
         _validate(ticket, action, arguments, payload)
+
+
+def _record_decision(
+    ticket: Ticket,
+    action: str,
+    arguments: Any,
+    payload: Any,
+    comment: str,
+    decision_key: str,
+    actor: Actor,
+    now: Any,
+) -> Decision:
+    """The decision row of a ticket this request just closed, and its tool call set to
+    resume (or to be cancelled) with it."""
     label = actor.name
-    with transaction.atomic():
-        if decision_id:
-            existing = Decision.objects.filter(ticket=ticket, decision_id=decision_id).first()
-            if existing is not None:
-                return existing, True
-        now = timezone.now()
-        won = Ticket.objects.filter(pk=ticket.pk, status=Ticket.Status.PENDING).update(
-            status=Ticket.Status.DECIDED, closed_at=now
+    resume, mode = _resume_for(ticket, action, arguments, payload, comment, label, decision_key)
+    final_action = action
+    if action == "resume":
+        final_action = (
+            "respond" if mode == rt.ToolCallResumeMode.USE_DECISION_AS_TOOL_RESULT else "approve"
         )
-        if not won:
-            return _winner_or_conflict(ticket, decision_id), True
-        decision_key = decision_id or rt.new_id()
-        resume, mode = _resume_for(ticket, action, arguments, payload, comment, label, decision_key)
-        final_action = action
-        if action == "resume":
-            final_action = (
-                "respond"
-                if mode == rt.ToolCallResumeMode.USE_DECISION_AS_TOOL_RESULT
-                else "approve"
-            )
-        decision = Decision.objects.create(
-            ticket=ticket,
-            action=final_action,
-            actor=actor.user_or_none,
-            actor_label=label,
-            comment=comment,
-            decision_id=decision_key,
-            payload=resume.result,
-            arguments_before=ticket.arguments if action == "edit" else None,
-            arguments_after=arguments if action == "edit" else None,
-            created_at=now,
+    decision = Decision.objects.create(
+        ticket=ticket,
+        action=final_action,
+        actor=actor.user_or_none,
+        actor_label=label,
+        comment=comment,
+        decision_id=decision_key,
+        payload=resume.result,
+        arguments_before=ticket.arguments if action == "edit" else None,
+        arguments_after=arguments if action == "edit" else None,
+        created_at=now,
+    )
+    updates: dict[str, Any] = {
+        "status": (
+            ToolCall.Status.RESUMING
+            if resume.action is rt.ResumeDecisionAction.RESUME
+            else ToolCall.Status.CANCELLED
+        ),
+        "resume_input": resume.to_json(),
+        "resume_mode": mode,
+        "updated_at": now,
+    }
+    if action == "edit":
+        updates["arguments"] = arguments
+    ToolCall.objects.filter(pk=ticket.tool_call_id, status=ToolCall.Status.SUSPENDED).update(
+        **updates
+    )
+    return decision
+
+
+def _settle_run(
+    ticket: Ticket, decision: Decision, actor: Actor, now: Any, *, dispatch: bool
+) -> None:
+    """The decision in the run's audit trail and event log; the run is due once its last
+    open ticket is decided (and rung now, with `dispatch`)."""
+    # the run row: locked (before the open-ticket check below, so two last decisions
+    # racing on one run cannot both miss each other), and the event's seq reserved
+    run = run_reserving_seqs(
+        Run.objects.filter(pk=ticket.run_id),
+        1,
+        {"open_tickets": Greatest(F("open_tickets") - 1, 0)},
+    )
+    assert run is not None  # a ticket's run is only ever deleted with it
+    edited = decision.action == Decision.Action.EDIT
+    audit_record(
+        actor=actor,
+        action=f"ticket.{decision.action}",
+        target_type="ticket",
+        target_id=ticket.pk,
+        run=run,
+        before={"arguments": ticket.arguments},
+        after={"arguments": decision.arguments_after} if edited else {"result": decision.payload},
+        comment=decision.comment,
+    )
+    events_append(
+        run,
+        [
+            {
+                "event_type": "ticket_decided",
+                "ticket": str(ticket.pk),
+                "ticket_id": ticket.ticket_id,
+                "tool_call_id": ticket.tool_call.call_id,
+                "tool_name": ticket.tool_name,
+                "decision": decision_json(decision),
+            }
+        ],
+        now=now,
+        save_counter=False,
+    )
+    if run.status == Run.Status.WAITING and not (
+        Ticket.objects.filter(run_id=run.pk, status=Ticket.Status.PENDING).exists()
+    ):  # its last open ticket: the run is due
+        Run.objects.filter(pk=run.pk).update(
+            due=True, **({"dispatched_at": now} if dispatch else {})
         )
-        updates: dict[str, Any] = {
-            "status": (
-                ToolCall.Status.RESUMING
-                if resume.action is rt.ResumeDecisionAction.RESUME
-                else ToolCall.Status.CANCELLED
-            ),
-            "resume_input": resume.to_json(),
-            "resume_mode": mode,
-            "updated_at": now,
-        }
-        if action == "edit":
-            updates["arguments"] = arguments
-        ToolCall.objects.filter(pk=ticket.tool_call_id, status=ToolCall.Status.SUSPENDED).update(
-            **updates
-        )
-        # the run row: locked (before the open-ticket check below, so two last decisions
-        # racing on one run cannot both miss each other), and the event's seq reserved
-        run = run_reserving_seqs(
-            Run.objects.filter(pk=ticket.run_id),
-            1,
-            {"open_tickets": Greatest(F("open_tickets") - 1, 0)},
-        )
-        assert run is not None  # a ticket's run is only ever deleted with it
-        audit_record(
-            actor=actor,
-            action=f"ticket.{final_action}",
-            target_type="ticket",
-            target_id=ticket.pk,
-            run=run,
-            before={"arguments": ticket.arguments},
-            after={"arguments": arguments} if action == "edit" else {"result": resume.result},
-            comment=comment,
-        )
-        events_append(
-            run,
-            [
-                {
-                    "event_type": "ticket_decided",
-                    "ticket": str(ticket.pk),
-                    "ticket_id": ticket.ticket_id,
-                    "tool_call_id": ticket.tool_call.call_id,
-                    "tool_name": ticket.tool_name,
-                    "decision": decision_json(decision),
-                }
-            ],
-            now=now,
-            save_counter=False,
-        )
-        if run.status == Run.Status.WAITING and not (
-            Ticket.objects.filter(run_id=run.pk, status=Ticket.Status.PENDING).exists()
-        ):  # its last open ticket: the run is due
-            Run.objects.filter(pk=run.pk).update(
-                due=True, **({"dispatched_at": now} if dispatch else {})
-            )
-            if dispatch:
-                enqueue_on_commit(run.pk)
-        stats.tickets_closed([(ticket.created_at, run.agent_id)], now)
-    return decision, False
+        if dispatch:
+            enqueue_on_commit(run.pk)
+    stats.tickets_closed([(ticket.created_at, run.agent_id)], now)
 
 
 def tickets_close_open(run: Run, now: Any) -> None:

@@ -12,13 +12,15 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from agents.models import Agent
+from common.audit import Actor, request_actor
+from common.errors import ServiceError
 from runs.models import Run, Thread, Ticket
 from runs.permissions import CANCEL, DECIDE, RETRY, START, require
-from runs.services.audit import Actor, request_actor
-from runs.services.errors import ServiceError
 from runs.services.runs import run_cancel, run_retry, run_start
 from runs.services.tickets import decision_submit
 from runs.ticket_forms import edited_arguments, parse_answer
+from runs.views.detail import PARTIAL_SECTIONS, run_page_context
+from runs.views.htmx import is_htmx
 from runs.views.lists import thread_page_context, tickets_superseded
 
 
@@ -26,16 +28,10 @@ def actor_for(request: HttpRequest) -> Actor:
     return request_actor(request, "ui")
 
 
-def _is_htmx(request: HttpRequest) -> bool:
-    return request.headers.get("HX-Request") == "true"
-
-
 def _tickets_panel(
     request: HttpRequest, run: Run, flash: dict[str, str] | None, status: int = 200
 ) -> HttpResponse:
-    from runs.views.detail import PARTIAL_SECTIONS, _context
-
-    context = _context(request, run.pk, PARTIAL_SECTIONS["run_tickets"])
+    context = run_page_context(request, run.pk, PARTIAL_SECTIONS["run_tickets"])
     context["flash"] = flash
     return render(request, "runs/partials/run_tickets.html", context, status=status)
 
@@ -71,7 +67,7 @@ def decide(request: HttpRequest, ticket_id: Any) -> HttpResponse:
     except ServiceError as exc:
         flash = {"level": "error", "text": exc.message}
         status = exc.status
-    if _is_htmx(request):
+    if is_htmx(request):
         return _tickets_panel(request, ticket.run, flash, status)
     messages.add_message(
         request, messages.ERROR if status >= 400 else messages.SUCCESS, flash["text"]
@@ -110,11 +106,11 @@ def cancel(request: HttpRequest, run_id: Any) -> HttpResponse:
         messages.success(request, text)
     except ServiceError as exc:
         messages.error(request, exc.message)
-        if _is_htmx(request):
+        if is_htmx(request):
             return HttpResponse(
                 status=exc.status, headers={"HX-Redirect": request.path.rsplit("/", 1)[0] + "/"}
             )
-    if _is_htmx(request):
+    if is_htmx(request):
         return HttpResponse(headers={"HX-Redirect": f"/runs/{run.pk}/"})
     return redirect("runs:run-detail", run_id=run.pk)
 

@@ -32,7 +32,7 @@ def seq_param(request: HttpRequest, name: str) -> int | None:
     return value if value > 0 else None
 
 
-def _context(
+def run_page_context(
     request: HttpRequest,
     run_id: Any,
     sections: frozenset[str] = selectors.RUN_SECTIONS,
@@ -63,7 +63,7 @@ def _context(
 
 @require(VIEW, "view runs")
 def run_page(request: HttpRequest, run_id: Any) -> HttpResponse:
-    return render(request, "runs/run_detail.html", _context(request, run_id))
+    return render(request, "runs/run_detail.html", run_page_context(request, run_id))
 
 
 @require(VIEW, "view runs")
@@ -73,7 +73,7 @@ def run_partial(request: HttpRequest, run_id: Any, template: str) -> HttpRespons
     shown, for "show earlier"); the transcript also `?from_seq=`, which the run page sets
     to its first message so a live refresh keeps every message the page had."""
     before = seq_param(request, "before_seq")
-    context = _context(
+    context = run_page_context(
         request,
         run_id,
         PARTIAL_SECTIONS[template],

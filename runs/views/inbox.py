@@ -15,14 +15,15 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from common.errors import ServiceError
 from runs import selectors
 from runs.models import Ticket
 from runs.permissions import DECIDE, VIEW, capabilities, require
 from runs.runtime.types import ToolCallResumeMode
-from runs.services.errors import ServiceError
 from runs.services.tickets import decision_submit
 from runs.templatetags.runs_extras import short_id
 from runs.views.actions import actor_for
+from runs.views.htmx import is_htmx
 
 BULK_ACTIONS = {"approve": "approved", "reject": "rejected"}
 MAX_BULK = 500
@@ -87,10 +88,6 @@ class BulkResult:
         return "warning" if self.done else "error"
 
 
-def _is_htmx(request: HttpRequest) -> bool:
-    return request.headers.get("HX-Request") == "true"
-
-
 INBOX_PAGE = 100
 
 
@@ -151,7 +148,7 @@ def _selected_ids(request: HttpRequest) -> list[uuid.UUID]:
 
 
 def _refusal(request: HttpRequest, filters: InboxFilters, text: str) -> HttpResponse:
-    if _is_htmx(request):
+    if is_htmx(request):
         context = {"level": "error", "text": text}
         return render(request, "runs/partials/flash.html", context, status=400)
     messages.error(request, text)
@@ -196,7 +193,7 @@ def bulk_decide(request: HttpRequest) -> HttpResponse:
         else:
             result.done.append(ticket)
 
-    if _is_htmx(request):
+    if is_htmx(request):
         context = {**_list_context(request, filters), "result": result}
         return render(request, "runs/partials/inbox_list.html", context)
     levels = {"success": messages.SUCCESS, "warning": messages.WARNING, "error": messages.ERROR}
@@ -223,7 +220,7 @@ def _confirmation(
         "gone": len(ids) - len(pending),
         "respond_only": RESPOND_ONLY,
     }
-    if _is_htmx(request):
+    if is_htmx(request):
         context = {"confirm": confirm, "filters": filters}
         return render(request, "runs/partials/inbox_confirm.html", context)
     # without JavaScript: the whole page with the confirmation on top

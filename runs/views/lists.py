@@ -1,4 +1,4 @@
-"""Dashboard, runs list, threads and audit log."""
+"""The runs list, its rows, the threads list and the thread page."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from django.utils.dateparse import parse_datetime
 from agents.models import Agent
 from runs import selectors
 from runs.models import Run, Ticket
-from runs.permissions import AUDIT, VIEW, capabilities, require
+from runs.permissions import VIEW, capabilities, require
 
 
 def _when(raw: str) -> dt.datetime | None:
@@ -25,20 +25,6 @@ def _when(raw: str) -> dt.datetime | None:
     if value is not None and timezone.is_naive(value):
         value = timezone.make_aware(value)
     return value
-
-
-@require(VIEW, "view runs")
-def dashboard(request: HttpRequest) -> HttpResponse:
-    return render(
-        request, "runs/dashboard.html", {"nav": "dashboard", "dash": selectors.dashboard_cached()}
-    )
-
-
-@require(VIEW, "view runs")
-def dashboard_stats(request: HttpRequest) -> HttpResponse:
-    return render(
-        request, "runs/partials/dashboard_stats.html", {"dash": selectors.dashboard_cached()}
-    )
 
 
 @require(VIEW, "view runs")
@@ -176,21 +162,3 @@ def thread_page_context(request: HttpRequest, thread_id: Any) -> dict[str, Any]:
 @require(VIEW, "view threads")
 def thread_page(request: HttpRequest, thread_id: Any) -> HttpResponse:
     return render(request, "runs/thread_detail.html", thread_page_context(request, thread_id))
-
-
-@require(AUDIT, "view the audit log")
-def audit(request: HttpRequest) -> HttpResponse:
-    params = request.GET
-    page = selectors.audit_list(
-        action=params.get("action", ""),
-        actor=params.get("actor", ""),
-        run=params.get("run", ""),
-        cursor=params.get("cursor") or None,
-    )
-    query = params.copy()
-    query.pop("cursor", None)
-    return render(
-        request,
-        "runs/audit.html",
-        {"nav": "audit", "page": page, "params": params, "query": query.urlencode()},
-    )

@@ -11,10 +11,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
-from runs.api.tokens import token_create, token_revoke
-from runs.models import ApiToken
-from runs.services.audit import request_actor
-from runs.services.errors import InvalidInput, ServiceError
+from common.api.tokens import token_create, token_revoke
+from common.audit import request_actor
+from common.errors import InvalidInput, ServiceError
+from common.models import ApiToken
 
 EXPIRY_CHOICES = [
     ("", "never"),

@@ -7,12 +7,11 @@ import secrets as pysecrets
 from decimal import Decimal
 from typing import Any
 
-from django.contrib.auth.models import User
-
 from agents.models import Agent, Model, ModelProvider
-from agents.services import agent_publish, agent_version_latest
+from agents.selectors import agent_version_latest
+from agents.services.agents import agent_publish
+from common.audit import SYSTEM
 from runs.models import Run
-from runs.services.audit import SYSTEM
 from runs.services.runs import run_start
 from tests.factories import AgentFactory
 from tests.runs.helpers import drive
@@ -78,10 +77,6 @@ def agent_on(model: Model, slug: str | None = None, **kwargs: Any) -> Agent:
 
 def run_to_end(agent: Agent, text: str = "hello") -> Run:
     return drive(run_start(agent=agent, messages=text))
-
-
-def superuser(username: str = "root") -> User:
-    return User.objects.create_superuser(username, password="pw")
 
 
 def provider_form(provider: ModelProvider | None = None, **overrides: Any) -> dict[str, Any]:

@@ -13,18 +13,16 @@ from typing import Any
 
 import pytest
 from a2a.types import AgentInterface
-from django.contrib.auth.models import User
 from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
-from agents.endpoints import (
-    endpoint_check_health,
-    endpoint_config_errors,
-    endpoint_record_health,
-)
 from agents.models import Agent, RemoteEndpoint
-from runs.models import AuditEntry, Message, Run, RunEvent, Ticket
+from agents.services.endpoints import endpoint_config_errors, endpoint_probe
+from agents.services.health import endpoint_health_record
+from common.audit import Actor
+from common.models import AuditEntry
+from runs.models import Message, Run, RunEvent, Ticket
 from runs.runtime.backends import (
     A2ABackend,
     A2AConfigError,
@@ -38,7 +36,6 @@ from runs.runtime.backends.a2a import REMOTE_STATE_KEY
 from runs.runtime.loop import RunIdentity
 from runs.runtime.ports import NullEventSink
 from runs.runtime.types import ResumeDecisionAction, ToolCallResume, ToolDescriptor
-from runs.services.audit import Actor
 from runs.services.execution import run_advance, run_claim, run_execute, runs_sweep
 from runs.services.runs import run_cancel, run_start
 from runs.services.tickets import decision_submit
@@ -251,6 +248,14 @@ def test_a_failed_remote_task_fails_the_run_with_the_remote_message(server, allo
     assert RemoteEndpoint.objects.get(slug="remote").health == "healthy"
 
 
+def _following_its_task(recorder: Any) -> bool:
+    """The client got the task back from its send and follows it (subscribe or get): it
+    knows what to cancel."""
+    return any(path.startswith("/tasks/") for path in recorder.paths) or (
+        recorder.paths.count("/rpc") >= 2  # JSON-RPC: the send, then the follow
+    )
+
+
 def _advance_in_thread(run: Run) -> threading.Thread:
     worker = threading.Thread(
         target=lambda: (run_advance(run_id=run.pk, worker="w1"), connection.close())
@@ -264,7 +269,7 @@ def test_cancelling_a_run_aborts_the_remote_task_within_a_second(server, allow_p
     run = run_start(agent=remote_agent(server), messages="slow")
     worker = _advance_in_thread(run)
     assert server.wait_for(lambda r: r.prompts), "the remote task never started"
-    time.sleep(0.2)
+    assert server.wait_for(_following_its_task), "the client never followed the task"
     asked = time.monotonic()
     run_cancel(run=run)
     worker.join(timeout=10)
@@ -560,7 +565,7 @@ def test_a_loopback_endpoint_is_refused_at_connect_time_too(server, settings):
 @pytest.mark.django_db
 def test_redirects_are_not_followed(server, allow_private):
     endpoint = make_endpoint(server, base_url=f"{server.base_url}/moved")
-    result = endpoint_check_health(endpoint)
+    result = endpoint_probe(endpoint)
     assert not result.ok and "302" in result.error
     run = drive(
         run_start(agent=AgentFactory(model=None, endpoint=endpoint, tools=[]), messages="reply x")
@@ -575,7 +580,7 @@ def test_redirects_are_not_followed(server, allow_private):
 @pytest.mark.django_db
 def test_health_check_fetches_the_agent_card_and_calls_its_transport(server, allow_private):
     endpoint = make_endpoint(server)
-    result = endpoint_check_health(endpoint)
+    result = endpoint_probe(endpoint)
     assert result.ok and result.card_name == "Scripted test agent"
     assert result.transport == f"HTTP+JSON at {server.base_url}"
     endpoint.refresh_from_db()
@@ -589,7 +594,7 @@ def test_health_check_fetches_the_agent_card_and_calls_its_transport(server, all
 
 @pytest.mark.django_db
 def test_health_check_catches_a_refused_token_behind_a_public_card(server, allow_private):
-    result = endpoint_check_health(make_endpoint(server, token="wrong-token"))
+    result = endpoint_probe(make_endpoint(server, token="wrong-token"))
     assert not result.ok
     assert f"the agent card offers HTTP+JSON at {server.base_url}" in result.error
     assert "HTTP Error 401" in result.error
@@ -598,14 +603,14 @@ def test_health_check_catches_a_refused_token_behind_a_public_card(server, allow
 @pytest.mark.django_db
 def test_health_check_records_the_failure(server, allow_private):
     endpoint = make_endpoint(server, token="wrong-token")
-    result = endpoint_check_health(endpoint)
+    result = endpoint_probe(endpoint)
     assert not result.ok and "401" in result.error
     endpoint.refresh_from_db()
     assert endpoint.health == "failing" and "401" in endpoint.health_error
     server.stop()
     endpoint.set_token(TOKEN)
     endpoint.save()
-    result = endpoint_check_health(endpoint)
+    result = endpoint_probe(endpoint)
     assert not result.ok and result.error.startswith(f"A2A endpoint {server.base_url}")
 
 
@@ -613,9 +618,9 @@ def test_health_check_records_the_failure(server, allow_private):
 def test_an_older_health_result_does_not_overwrite_a_newer_one(server, allow_private):
     endpoint = make_endpoint(server)
     now = timezone.now()
-    assert endpoint_record_health(endpoint_id=endpoint.pk, ok=True, at=now)
+    assert endpoint_health_record(endpoint_id=endpoint.pk, ok=True, at=now)
     earlier = now - timezone.timedelta(seconds=5)
-    assert not endpoint_record_health(endpoint_id=endpoint.pk, ok=False, error="x", at=earlier)
+    assert not endpoint_health_record(endpoint_id=endpoint.pk, ok=False, error="x", at=earlier)
     endpoint.refresh_from_db()
     assert endpoint.health == "healthy"
 
@@ -642,7 +647,7 @@ def test_runs_and_health_checks_speak_the_binding_the_agent_card_offers(binding,
     server = A2AServer(token=TOKEN, bindings=(binding,)).start()
     try:
         endpoint = make_endpoint(server)
-        result = endpoint_check_health(endpoint)
+        result = endpoint_probe(endpoint)
         assert result.ok, result.error
         probed = _served_paths(server)  # one cheap call over the chosen binding
 
@@ -686,7 +691,7 @@ def test_cancelling_a_run_cancels_the_remote_task_over_json_rpc(allow_private):
         run = run_start(agent=remote_agent(server), messages="slow")
         worker = _advance_in_thread(run)
         assert server.wait_for(lambda r: r.prompts), "the remote task never started"
-        time.sleep(0.2)
+        assert server.wait_for(_following_its_task), "the client never followed the task"
         run_cancel(run=run)
         worker.join(timeout=10)
         run.refresh_from_db()
@@ -705,7 +710,7 @@ def test_cancelling_a_run_cancels_the_remote_task_over_json_rpc(allow_private):
 def test_the_remote_agents_preferred_binding_wins(bindings, used, unused, allow_private):
     server = A2AServer(token=TOKEN, bindings=bindings).start()
     try:
-        result = endpoint_check_health(make_endpoint(server))
+        result = endpoint_probe(make_endpoint(server))
         run = drive(run_start(agent=remote_agent(server, slug="other"), messages="reply hi"))
         assert run.final_output == "hi", run.error_payload
         assert used in server.recorder.paths and unused not in server.recorder.paths
@@ -727,7 +732,7 @@ def test_a_protocol_0_3_card_is_read_through_preferred_transport_and_additional_
     server = A2AServer(token=TOKEN, bindings=(JSONRPC,), legacy_card=True, interfaces=interfaces)
     server.start()
     try:
-        result = endpoint_check_health(make_endpoint(server))
+        result = endpoint_probe(make_endpoint(server))
         assert result.ok, result.error
         run = drive(run_start(agent=remote_agent(server, slug="old"), messages="reply legacy"))
         assert (run.status_reason, run.final_output) == ("natural", "legacy"), run.error_payload
@@ -744,7 +749,7 @@ def test_a_card_offering_no_binding_we_speak_is_unhealthy_and_runs_fail_saying_w
     server = A2AServer(token=TOKEN, interfaces=[grpc]).start()  # it speaks REST, says gRPC
     try:
         endpoint = make_endpoint(server)
-        result = endpoint_check_health(endpoint)
+        result = endpoint_probe(endpoint)
         assert not result.ok
         assert "offers no transport this client speaks" in result.error
         assert "GRPC at 127.0.0.1:50051" in result.error and "JSONRPC, HTTP+JSON" in result.error
@@ -769,7 +774,7 @@ def test_the_health_check_fails_when_the_offered_interface_does_not_answer_its_b
     wrong = AgentInterface(protocol_binding=JSONRPC, url="{base_url}", protocol_version="1.0")
     server = A2AServer(token=TOKEN, interfaces=[wrong]).start()
     try:
-        result = endpoint_check_health(make_endpoint(server))
+        result = endpoint_probe(make_endpoint(server))
         assert not result.ok
         assert f"offers JSONRPC at {server.base_url}" in result.error
         assert "nothing there answers JSONRPC" in result.error and "404" in result.error
@@ -796,28 +801,22 @@ def _admin_form(server: A2AServer, **overrides: Any) -> dict[str, Any]:
     return form
 
 
-@pytest.fixture
-def admin_client(client: Any) -> Any:
-    client.force_login(User.objects.create_superuser("root", password="pw"))
-    return client
-
-
 @pytest.mark.django_db
-def test_the_admin_validates_an_endpoint_and_says_what_to_fix(server, admin_client, settings):
+def test_the_admin_validates_an_endpoint_and_says_what_to_fix(server, root_client, settings):
     url = reverse("admin:agents_remoteendpoint_add")
     settings.AWAKEN_ENDPOINTS_ALLOW_PRIVATE = False
-    response = admin_client.post(url, _admin_form(server, token=TOKEN))
+    response = root_client.post(url, _admin_form(server, token=TOKEN))
     assert response.status_code == 200
     page = response.content.decode()
     assert "127.0.0.1 is loopback" in page and "AWAKEN_ENDPOINTS_ALLOW_PRIVATE=1" in page
     assert TOKEN not in page  # a rejected form does not echo the token back
     settings.AWAKEN_ENDPOINTS_ALLOW_PRIVATE = True
-    response = admin_client.post(
+    response = root_client.post(
         url, _admin_form(server, token=TOKEN, clear_token="on", target="a/b", poll_interval_ms=9000)
     )
     page = response.content.decode()
     assert "Either enter a new token or remove it, not both." in page
-    response = admin_client.post(url, _admin_form(server, target="a/b", poll_interval_ms=9000))
+    response = root_client.post(url, _admin_form(server, target="a/b", poll_interval_ms=9000))
     page = response.content.decode()
     assert "one URL path segment" in page
     assert "must not be longer than the timeout (5000 ms)" in page
@@ -826,20 +825,20 @@ def test_the_admin_validates_an_endpoint_and_says_what_to_fix(server, admin_clie
 
 @pytest.mark.django_db
 def test_the_admin_token_is_write_only_blank_keeps_it_and_the_checkbox_clears_it(
-    server, admin_client, allow_private
+    server, root_client, allow_private
 ):
-    response = admin_client.post(
+    response = root_client.post(
         reverse("admin:agents_remoteendpoint_add"), _admin_form(server, token=TOKEN)
     )
     assert response.status_code == 302, response.content.decode()[:3000]
     endpoint = RemoteEndpoint.objects.get(slug="remote")
     assert endpoint.token() == TOKEN and TOKEN not in endpoint.token_encrypted
     change = reverse("admin:agents_remoteendpoint_change", args=[endpoint.pk])
-    response = admin_client.post(change, _admin_form(server, name="Renamed"))
+    response = root_client.post(change, _admin_form(server, name="Renamed"))
     assert response.status_code == 302
     endpoint.refresh_from_db()
     assert (endpoint.name, endpoint.token()) == ("Renamed", TOKEN)
-    response = admin_client.post(change, _admin_form(server, clear_token="on"))
+    response = root_client.post(change, _admin_form(server, clear_token="on"))
     assert response.status_code == 302
     endpoint.refresh_from_db()
     assert not endpoint.has_token
@@ -857,12 +856,12 @@ def test_the_admin_token_is_write_only_blank_keeps_it_and_the_checkbox_clears_it
 
 @pytest.mark.django_db
 def test_the_admin_checks_health_from_the_list_and_the_change_page(
-    server, admin_client, allow_private
+    server, root_client, allow_private
 ):
     good = make_endpoint(server)
     bad = make_endpoint(server, slug="bad", token="wrong-token")
     changelist = reverse("admin:agents_remoteendpoint_changelist")
-    response = admin_client.post(
+    response = root_client.post(
         changelist,
         {"action": "check_health", "_selected_action": [good.pk, bad.pk]},
         follow=True,
@@ -874,17 +873,16 @@ def test_the_admin_checks_health_from_the_list_and_the_change_page(
     bad.refresh_from_db()
     assert (good.health, bad.health) == ("healthy", "failing")
     change = reverse("admin:agents_remoteendpoint_change", args=[good.pk])
-    assert "Check health" in admin_client.get(change).content.decode()
+    assert "Check health" in root_client.get(change).content.decode()
     check = reverse("admin:agents_remoteendpoint_check_health", args=[good.pk])
-    response = admin_client.post(check, follow=True)
+    response = root_client.post(check, follow=True)
     assert "Remote: healthy" in response.content.decode()
     assert AuditEntry.objects.filter(action="remoteendpoint.check").count() == 3
 
 
 @pytest.mark.django_db
 def test_the_api_lists_endpoints_and_checks_health_without_the_token(server, allow_private):
-    from tests.api.conftest import bearer, token_for
-    from tests.factories import user_with_role
+    from tests.factories import bearer, token_for, user_with_role
 
     agent = remote_agent(server)
     admin_api = bearer(token_for(user_with_role("admin", "ada")))
@@ -913,23 +911,22 @@ def test_the_api_lists_endpoints_and_checks_health_without_the_token(server, all
 
 @pytest.mark.django_db
 def test_the_bearer_token_never_reaches_pages_api_logs_events_state_or_audit(
-    server, admin_client, allow_private, caplog
+    server, root_client, allow_private, caplog
 ):
     from django.contrib.admin.models import LogEntry
 
-    from tests.api.conftest import bearer, token_for
-    from tests.factories import user_with_role
+    from tests.factories import bearer, token_for, user_with_role
 
     caplog.set_level(logging.DEBUG)
-    add = admin_client.post(
+    add = root_client.post(
         reverse("admin:agents_remoteendpoint_add"), _admin_form(server, token=TOKEN)
     )
     assert add.status_code == 302
     endpoint = RemoteEndpoint.objects.get(slug="remote")
     change = reverse("admin:agents_remoteendpoint_change", args=[endpoint.pk])
-    assert admin_client.post(change, _admin_form(server, token=TOKEN)).status_code == 302
+    assert root_client.post(change, _admin_form(server, token=TOKEN)).status_code == 302
     check = reverse("admin:agents_remoteendpoint_check_health", args=[endpoint.pk])
-    admin_client.post(check)
+    root_client.post(check)
     agent = AgentFactory(slug="remote-agent", model=None, endpoint=endpoint, tools=[])
     run = drive(run_start(agent=agent, messages="ask Your name?"))
     decision_submit(ticket=Ticket.objects.get(run=run), action="respond", payload="Bob")
@@ -939,10 +936,10 @@ def test_the_bearer_token_never_reaches_pages_api_logs_events_state_or_audit(
     api = bearer(token_for(user_with_role("admin", "ada")))
 
     bodies = [
-        admin_client.get(reverse("admin:agents_remoteendpoint_changelist")),
-        admin_client.get(change),
-        admin_client.get(reverse("admin:agents_remoteendpoint_history", args=[endpoint.pk])),
-        admin_client.get(reverse("admin:agents_agent_change", args=[agent.pk])),
+        root_client.get(reverse("admin:agents_remoteendpoint_changelist")),
+        root_client.get(change),
+        root_client.get(reverse("admin:agents_remoteendpoint_history", args=[endpoint.pk])),
+        root_client.get(reverse("admin:agents_agent_change", args=[agent.pk])),
         api.get("/api/v1/endpoints"),
         api.get("/api/v1/endpoints/remote"),
         api.post("/api/v1/endpoints/remote/check"),

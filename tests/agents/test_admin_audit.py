@@ -5,19 +5,16 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
-from django.contrib.auth.models import User
 from django.urls import reverse
 
 from agents.models import Model
-from runs.models import AuditEntry
+from common.models import AuditEntry
 from tests.factories import AgentFactory, ProviderFactory
 
 pytestmark = pytest.mark.django_db
 
 
-def test_changing_and_deleting_an_agent_in_the_admin_is_audited(client):
-    admin = User.objects.create_superuser("root", password="pw")
-    client.force_login(admin)
+def test_changing_and_deleting_an_agent_in_the_admin_is_audited(root_client):
     agent = AgentFactory(slug="helper", tools=["calculator"])
     url = reverse("admin:agents_agent_change", args=[agent.pk])
     form = {
@@ -34,20 +31,19 @@ def test_changing_and_deleting_an_agent_in_the_admin_is_audited(client):
         "versions-TOTAL_FORMS": 0,
         "versions-INITIAL_FORMS": 0,
     }
-    response = client.post(url, form)
+    response = root_client.post(url, form)
     assert response.status_code == 302, response.content.decode()[:2000]
     entry = AuditEntry.objects.get(action="agent.update")
     assert (entry.actor_label, entry.source) == ("root", "admin")
     assert entry.before["max_rounds"] == 16 and entry.after["max_rounds"] == 8
     assert entry.after["tools"] == ["calculator", "current_time"]
-    client.post(reverse("admin:agents_agent_delete", args=[agent.pk]), {"post": "yes"})
+    root_client.post(reverse("admin:agents_agent_delete", args=[agent.pk]), {"post": "yes"})
     assert AuditEntry.objects.filter(action="agent.delete", target_id=str(agent.pk)).exists()
 
 
-def test_an_invalid_agent_config_is_refused_with_a_message_and_not_audited(client):
-    client.force_login(User.objects.create_superuser("root", password="pw"))
+def test_an_invalid_agent_config_is_refused_with_a_message_and_not_audited(root_client):
     agent = AgentFactory(slug="helper")
-    response = client.post(
+    response = root_client.post(
         reverse("admin:agents_agent_change", args=[agent.pk]),
         {
             "slug": "helper",
@@ -81,11 +77,10 @@ def _model_form(provider, **fields):
     }
 
 
-def test_adding_and_editing_a_priced_model_in_the_admin_is_audited(client):
+def test_adding_and_editing_a_priced_model_in_the_admin_is_audited(root_client):
     # prices are Decimals: the audit row's JSON must take them (and the save must stand)
-    client.force_login(User.objects.create_superuser("root", password="pw"))
     provider = ProviderFactory()
-    response = client.post(reverse("admin:agents_model_add"), _model_form(provider))
+    response = root_client.post(reverse("admin:agents_model_add"), _model_form(provider))
     assert response.status_code == 302, response.content.decode()[:2000]
     model = Model.objects.get(slug="priced")
     assert model.input_price_per_million_usd == Decimal("1.25")
@@ -93,7 +88,7 @@ def test_adding_and_editing_a_priced_model_in_the_admin_is_audited(client):
     assert Decimal(created.after["input_price_per_million_usd"]) == Decimal("1.25")
 
     url = reverse("admin:agents_model_change", args=[model.pk])
-    response = client.post(url, _model_form(provider, input_price_per_million_usd="2.5"))
+    response = root_client.post(url, _model_form(provider, input_price_per_million_usd="2.5"))
     assert response.status_code == 302, response.content.decode()[:2000]
     model.refresh_from_db()
     assert model.input_price_per_million_usd == Decimal("2.5")
@@ -103,12 +98,11 @@ def test_adding_and_editing_a_priced_model_in_the_admin_is_audited(client):
     assert Decimal(updated.after["output_price_per_million_usd"]) == Decimal("10")
 
 
-def test_editing_an_agent_with_delegates_in_the_admin_is_audited(client):
-    client.force_login(User.objects.create_superuser("root", password="pw"))
+def test_editing_an_agent_with_delegates_in_the_admin_is_audited(root_client):
     helper = AgentFactory(slug="helper", tools=["calculator"])
     boss = AgentFactory(slug="boss", tools=["calculator"])
     boss.delegates.add(helper)
-    response = client.post(
+    response = root_client.post(
         reverse("admin:agents_agent_change", args=[boss.pk]),
         {
             "slug": "boss",
@@ -131,11 +125,10 @@ def test_editing_an_agent_with_delegates_in_the_admin_is_audited(client):
     assert entry.before["delegates"] == [helper.pk] and entry.after["delegates"] == [helper.pk]
 
 
-def test_an_admin_save_keeps_a_long_request_id_cut_to_its_column(client):
+def test_an_admin_save_keeps_a_long_request_id_cut_to_its_column(root_client):
     # a client's X-Request-ID longer than the audit column failed the save on PostgreSQL
-    client.force_login(User.objects.create_superuser("root", password="pw"))
     provider = ProviderFactory()
-    response = client.post(
+    response = root_client.post(
         reverse("admin:agents_model_add"),
         _model_form(provider, input_price_per_million_usd="", output_price_per_million_usd=""),
         HTTP_X_REQUEST_ID="r" * 200,

@@ -6,12 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
 from django.urls import reverse
 
 from agents.models import Agent, RemoteEndpoint
-from agents.services import agent_publish_errors, agent_validate, delegation_cycle
-from runs.models import AuditEntry
+from agents.services.agents import agent_publish_errors, agent_validate, delegation_cycle
+from common.models import AuditEntry
 from tests.factories import AgentFactory
 
 pytestmark = pytest.mark.django_db
@@ -19,13 +18,6 @@ pytestmark = pytest.mark.django_db
 NO_MODEL = "Choose a model (a local agent) or a remote endpoint (a remote agent)"
 BOTH = "not both: clear one of them"
 BAD_REGEX = 'Bash(command =~ "(")'
-
-
-@pytest.fixture
-def root(client) -> User:
-    user = User.objects.create_superuser("root", password="pw")
-    client.force_login(user)
-    return user
 
 
 def endpoint(base_url: str = "https://agents.example.com/a2a") -> RemoteEndpoint:
@@ -112,10 +104,10 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any], str, str]] = [
     ("case", "form", "orm", "field", "message"), CASES, ids=[c[0] for c in CASES]
 )
 def test_the_admin_form_refuses_each_invalid_config_with_its_message(
-    client, root, case, form, orm, field, message
+    root_client, case, form, orm, field, message
 ):
     agent = AgentFactory(slug="subject")
-    response = client.post(
+    response = root_client.post(
         reverse("admin:agents_agent_change", args=[agent.pk]), form_data(agent, **form)
     )
     assert response.status_code == 200
@@ -128,40 +120,42 @@ def test_the_admin_form_refuses_each_invalid_config_with_its_message(
     ("case", "form", "orm", "field", "message"), CASES, ids=[c[0] for c in CASES]
 )
 def test_the_validate_page_lists_each_invalid_config_with_its_message(
-    client, root, case, form, orm, field, message
+    root_client, case, form, orm, field, message
 ):
     agent = AgentFactory(slug="subject")
     Agent.objects.filter(pk=agent.pk).update(**orm)
-    page = client.get(reverse("admin:agents_agent_validate", args=[agent.pk])).content.decode()
+    page = root_client.get(reverse("admin:agents_agent_validate", args=[agent.pk])).content.decode()
     assert "Valid — ready to publish" not in page
     assert f"<dt>{field}</dt>" in page
     assert message.replace("'", "&#x27;") in page
 
 
-def test_a_valid_draft_is_reported_ready_to_publish(client, root):
+def test_a_valid_draft_is_reported_ready_to_publish(root_client):
     agent = AgentFactory(slug="good", published=False)
-    page = client.get(reverse("admin:agents_agent_validate", args=[agent.pk])).content.decode()
+    page = root_client.get(reverse("admin:agents_agent_validate", args=[agent.pk])).content.decode()
     assert "Valid — ready to publish." in page and 'id="validation-errors"' not in page
 
 
-def test_the_form_accepts_a_valid_config_and_saves_only_the_draft(client, root):
+def test_the_form_accepts_a_valid_config_and_saves_only_the_draft(root_client):
     agent = AgentFactory(slug="subject")
-    response = client.post(reverse("admin:agents_agent_change", args=[agent.pk]), form_data(agent))
+    response = root_client.post(
+        reverse("admin:agents_agent_change", args=[agent.pk]), form_data(agent)
+    )
     assert response.status_code == 302
     assert Agent.objects.get(pk=agent.pk).system_prompt == "Be brief."
     assert agent.versions.count() == 1  # saving never publishes
 
 
-def test_both_model_and_endpoint_are_refused(client, root):
+def test_both_model_and_endpoint_are_refused(root_client):
     agent = AgentFactory(slug="subject")
     remote = endpoint()
-    response = client.post(
+    response = root_client.post(
         reverse("admin:agents_agent_change", args=[agent.pk]),
         form_data(agent, endpoint=remote.pk),
     )
     assert BOTH in " ".join(response.context["adminform"].form.errors["endpoint"])
     Agent.objects.filter(pk=agent.pk).update(endpoint=remote)
-    page = client.get(reverse("admin:agents_agent_validate", args=[agent.pk])).content.decode()
+    page = root_client.get(reverse("admin:agents_agent_validate", args=[agent.pk])).content.decode()
     assert BOTH in page
 
 
@@ -175,16 +169,16 @@ def test_a_remote_agent_needs_a_usable_endpoint():
     assert "Remote endpoints" in message
 
 
-def test_a_delegation_cycle_is_refused_naming_the_cycle(client, root):
+def test_a_delegation_cycle_is_refused_naming_the_cycle(root_client):
     a, b = cycle_pair()
-    response = client.post(
+    response = root_client.post(
         reverse("admin:agents_agent_change", args=[a.pk]), form_data(a, delegates=[b.pk])
     )
     errors = " ".join(response.context["adminform"].form.errors["delegates"])
     assert "Delegation cycle a → b → a" in errors
     assert not a.delegates.exists()
     a.delegates.add(b)
-    page = client.get(reverse("admin:agents_agent_validate", args=[a.pk])).content.decode()
+    page = root_client.get(reverse("admin:agents_agent_validate", args=[a.pk])).content.decode()
     assert "Delegation cycle a → b → a" in page
 
 
@@ -197,12 +191,12 @@ def test_self_delegation_and_longer_cycles_are_named():
     assert delegation_cycle(c, [b]) is None  # b → a, a delegates to nobody yet
 
 
-def test_a_missing_delegate_is_refused(client, root):
+def test_a_missing_delegate_is_refused(root_client):
     agent = AgentFactory(slug="subject")
     gone = AgentFactory(slug="gone")
     gone_pk = gone.pk
     gone.delete()
-    response = client.post(
+    response = root_client.post(
         reverse("admin:agents_agent_change", args=[agent.pk]),
         form_data(agent, delegates=[gone_pk]),
     )
@@ -214,23 +208,23 @@ def test_a_missing_delegate_is_refused(client, root):
     assert message == "Delegates no longer exist: gone; remove them from the list."
 
 
-def test_an_unpublished_delegate_blocks_publishing_but_not_saving(client, root):
+def test_an_unpublished_delegate_blocks_publishing_but_not_saving(root_client):
     helper = AgentFactory(slug="helper", published=False)
     boss = AgentFactory(slug="boss")
-    response = client.post(
+    response = root_client.post(
         reverse("admin:agents_agent_change", args=[boss.pk]),
         form_data(boss, delegates=[helper.pk]),
     )
     assert response.status_code == 302
     assert "publish them first" in agent_publish_errors(boss)["delegates"]
-    page = client.get(reverse("admin:agents_agent_validate", args=[boss.pk])).content.decode()
+    page = root_client.get(reverse("admin:agents_agent_validate", args=[boss.pk])).content.decode()
     assert "Delegates with no published version: helper" in page
 
 
-def test_the_add_form_validates_too(client, root):
+def test_the_add_form_validates_too(root_client):
     agent = AgentFactory(slug="template")
     data = form_data(agent, slug="brand-new", name="New", model="", tools='["nope"]')
-    response = client.post(reverse("admin:agents_agent_add"), data)
+    response = root_client.post(reverse("admin:agents_agent_add"), data)
     errors = response.context["adminform"].form.errors
     assert NO_MODEL in " ".join(errors["model"]) and "Unknown tools: nope" in " ".join(
         errors["tools"]

@@ -13,7 +13,11 @@ from typing import Any
 import pytest
 
 from agents.providers import ProviderConfigError, client_for, model_snapshot
-from agents.providers.openai_client import OpenAIChatClient, StreamTranslator
+from agents.providers.openai_client import (
+    CANCEL_POLL_SECONDS,
+    OpenAIChatClient,
+    StreamTranslator,
+)
 from runs.runtime.loop import AgentLoop, RunIdentity
 from runs.runtime.ports import (
     CancellationToken,
@@ -36,6 +40,7 @@ from runs.runtime.types import (
     ToolCall,
     ToolDescriptor,
 )
+from tests.processes import wait_for
 
 from .openai_server import (
     CallSpec,
@@ -432,7 +437,11 @@ def test_cancel_ends_a_stalled_stream_quickly(server: FakeOpenAIServer) -> None:
     elapsed = time.monotonic() - started
     assert elapsed < 1
     assert chunks == [TextChunk("Hel")]
-    time.sleep(0.1)
+    wait_for(  # the watch wakes every CANCEL_POLL_SECONDS
+        lambda: not any(t.name == "openai-cancel-watch" for t in threading.enumerate()),
+        timeout=20 * CANCEL_POLL_SECONDS,
+        what="the cancel watch thread to end",
+    )
     assert not any(t.name == "openai-cancel-watch" for t in threading.enumerate())
 
 

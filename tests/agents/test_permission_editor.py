@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
 from django.urls import reverse
 
 from agents.models import Agent
-from agents.services import agent_spec, permission_preview
-from runs.models import AuditEntry
+from agents.services.agents import agent_spec
+from agents.services.permissions import permission_preview
+from common.models import AuditEntry
 from runs.runtime.permissions import Behavior, PermissionPolicy, explain
 from tests.factories import AgentFactory, user_with_role
 
@@ -161,13 +161,6 @@ def test_preview_uses_the_tools_primary_argument_for_bare_argument_patterns():
 # -- the editor page -----------------------------------------------------------------------
 
 
-@pytest.fixture
-def root(client) -> User:
-    user = User.objects.create_superuser("root", password="pw")
-    client.force_login(user)
-    return user
-
-
 def editor(agent: Agent) -> str:
     return reverse("admin:agents_agent_permissions", args=[agent.pk])
 
@@ -187,16 +180,16 @@ def rows_post(rows: list[dict[str, Any]], default: str = "ask", initial: int = 0
 
 
 @pytest.mark.django_db
-def test_the_editor_shows_the_draft_rules_as_rows(client, root):
+def test_the_editor_shows_the_draft_rules_as_rows(root_client):
     agent = AgentFactory(slug="ed", permission=RULES)
-    page = client.get(editor(agent)).content.decode()
+    page = root_client.get(editor(agent)).content.decode()
     assert 'value="write_*"' in page and 'value="Bash(command =~ &quot;(?i)rm &quot;)"' in page
     assert page.count('name="rules-') >= len(RULES["rules"]) * 4
     assert "deny beats allow beats ask" in page
 
 
 @pytest.mark.django_db
-def test_saving_rows_adds_removes_and_reorders_into_the_draft_and_is_audited(client, root):
+def test_saving_rows_adds_removes_and_reorders_into_the_draft_and_is_audited(root_client):
     agent = AgentFactory(
         slug="ed",
         permission={
@@ -219,7 +212,7 @@ def test_saving_rows_adds_removes_and_reorders_into_the_draft_and_is_audited(cli
         default="deny",
         initial=3,
     )
-    response = client.post(editor(agent), data)
+    response = root_client.post(editor(agent), data)
     assert response.status_code == 302, response.content.decode()[-3000:]
     agent.refresh_from_db()
     assert agent.permission == {
@@ -237,7 +230,7 @@ def test_saving_rows_adds_removes_and_reorders_into_the_draft_and_is_audited(cli
 
 
 @pytest.mark.django_db
-def test_a_bad_pattern_gets_a_message_on_its_row_and_nothing_is_saved(client, root):
+def test_a_bad_pattern_gets_a_message_on_its_row_and_nothing_is_saved(root_client):
     agent = AgentFactory(slug="ed")
     before = dict(agent.permission)
     data = rows_post(
@@ -247,7 +240,7 @@ def test_a_bad_pattern_gets_a_message_on_its_row_and_nothing_is_saved(client, ro
             {"tool": "write_note", "behavior": "", "ORDER": 3},
         ]
     )
-    response = client.post(editor(agent), data)
+    response = root_client.post(editor(agent), data)
     assert response.status_code == 200
     formset = response.context["formset"]
     assert formset.forms[0].errors == {}
@@ -276,7 +269,7 @@ def test_viewers_see_the_editor_but_cannot_save(client):
 
 
 @pytest.mark.django_db
-def test_the_preview_compares_the_draft_with_the_published_version(client, root):
+def test_the_preview_compares_the_draft_with_the_published_version(root_client):
     agent = AgentFactory(slug="ed", permission={"default_behavior": "allow", "rules": []})
     Agent.objects.filter(pk=agent.pk).update(
         permission={
@@ -284,7 +277,7 @@ def test_the_preview_compares_the_draft_with_the_published_version(client, root)
             "rules": [{"tool": "http_get(http://10.*)", "behavior": "deny"}],
         }
     )
-    response = client.get(
+    response = root_client.get(
         editor(agent), {"tool": "http_get", "arguments": '{"url": "http://10.0.0.1/<x>"}'}
     )
     page = response.content.decode()
@@ -302,17 +295,17 @@ def test_the_preview_compares_the_draft_with_the_published_version(client, root)
 
 
 @pytest.mark.django_db
-def test_the_preview_refuses_arguments_that_are_not_a_json_object(client, root):
+def test_the_preview_refuses_arguments_that_are_not_a_json_object(root_client):
     agent = AgentFactory(slug="ed")
     for raw in ("{oops", "[1, 2]"):
-        response = client.get(editor(agent), {"tool": "calculator", "arguments": raw})
+        response = root_client.get(editor(agent), {"tool": "calculator", "arguments": raw})
         assert response.context["previews"] == []
         assert "Arguments must be a JSON object" in response.content.decode()
 
 
 @pytest.mark.django_db
-def test_the_preview_escapes_what_it_echoes(client, root):
+def test_the_preview_escapes_what_it_echoes(root_client):
     agent = AgentFactory(slug="ed")
-    page = client.get(editor(agent), {"tool": "<script>x</script>", "arguments": "{}"})
+    page = root_client.get(editor(agent), {"tool": "<script>x</script>", "arguments": "{}"})
     text = page.content.decode()
     assert "<script>x</script>" not in text and "&lt;script&gt;x&lt;/script&gt;" in text

@@ -15,7 +15,7 @@ from django.urls import reverse
 from agents import secrets
 from agents.models import Health, ModelProvider
 from agents.providers import resolve_api_key
-from runs.models import AuditEntry
+from common.models import AuditEntry
 from tests.factories import ProviderFactory
 
 from .openai_server import FakeOpenAIServer, error_reply
@@ -23,7 +23,6 @@ from .providers_support import (
     openai_provider,
     priced_model,
     provider_form,
-    superuser,
     unique_secret,
 )
 
@@ -34,12 +33,6 @@ pytestmark = pytest.mark.django_db
 def server() -> Iterator[FakeOpenAIServer]:
     with FakeOpenAIServer() as srv:
         yield srv
-
-
-@pytest.fixture
-def root_client(client):
-    client.force_login(superuser())
-    return client
 
 
 def change_url(provider: ModelProvider) -> str:

@@ -13,8 +13,7 @@ from django.urls import reverse
 from agents.models import Model
 from agents.pricing import cost_label, cost_text, cost_usd, price_snapshot, run_cost_usd
 from runs.models import Run
-from tests.api.conftest import bearer, token_for, user_in
-from tests.factories import ProviderFactory, user_with_role
+from tests.factories import ProviderFactory, bearer, token_for, user_with_role
 
 from .providers_support import agent_on, priced_model, run_to_end
 
@@ -52,13 +51,12 @@ def test_cost_is_tokens_times_price_per_million():
     assert cost_text(free) == "0" and cost_label(free) == "$0.0000"
 
 
-def test_the_run_page_shows_the_cost_next_to_the_tokens(client):
-    client.force_login(user_with_role("viewer"))
+def test_the_run_page_shows_the_cost_next_to_the_tokens(viewer_client):
     priced = priced_run("2.5", "5")
     unpriced = priced_run(None, None)
 
-    page = client.get(reverse("runs:run-detail", args=[priced.pk])).content.decode()
-    bare = client.get(reverse("runs:run-detail", args=[unpriced.pk])).content.decode()
+    page = viewer_client.get(reverse("runs:run-detail", args=[priced.pk])).content.decode()
+    bare = viewer_client.get(reverse("runs:run-detail", args=[unpriced.pk])).content.decode()
 
     assert "tokens 1000 in / 2000 out · cost" in page
     assert (
@@ -69,12 +67,12 @@ def test_the_run_page_shows_the_cost_next_to_the_tokens(client):
         """<span id="run-cost" title="at its model's prices when the run was created">—</span>"""
         in bare
     )
-    header = client.get(reverse("runs:run-header", args=[priced.pk])).content.decode()
+    header = viewer_client.get(reverse("runs:run-header", args=[priced.pk])).content.decode()
     assert "$0.0125" in header
 
 
 def test_the_api_shows_cost_usd_on_runs_and_the_run_list():
-    api = bearer(token_for(user_in("viewer", "vic")))
+    api = bearer(token_for(user_with_role("viewer", "vic")))
     priced = priced_run("2.5", "5")
     unpriced = priced_run(None, None)
 
@@ -85,7 +83,7 @@ def test_the_api_shows_cost_usd_on_runs_and_the_run_list():
 
 
 def test_the_run_list_api_prices_a_page_with_one_query():
-    api = bearer(token_for(user_in("viewer", "vic")))
+    api = bearer(token_for(user_with_role("viewer", "vic")))
     priced_run("2.5", "5")
     api.get("/api/v1/runs")  # the token's first use is recorded once
     with CaptureQueriesContext(connection) as few:

@@ -17,10 +17,10 @@ from django.contrib.sessions.models import Session
 from django.urls import URLPattern, reverse
 
 from agents.models import Model, ModelProvider, RemoteEndpoint
+from common.models import AuditEntry
 from runs.api import urls as api_urls
-from runs.models import AuditEntry, Run, Ticket
-from tests.api.conftest import bearer, token_for
-from tests.factories import user_with_role
+from runs.models import Run, Ticket
+from tests.factories import bearer, superuser, token_for, user_with_role
 
 from .openai_server import FakeOpenAIServer, error_reply, text_reply
 from .providers_support import (
@@ -29,7 +29,6 @@ from .providers_support import (
     priced_model,
     provider_form,
     run_to_end,
-    superuser,
     unique_secret,
 )
 

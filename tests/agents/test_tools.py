@@ -18,7 +18,10 @@ import jsonschema
 import pytest
 from django.core import mail
 
-from agents.tools import UnknownToolError, builtin, get_tool, registry, tool_names
+from agents.tools import UnknownToolError, get_tool, registry, tool_names
+from agents.tools.builtin import mail as builtin_mail
+from agents.tools.builtin import notes as builtin_notes
+from agents.tools.builtin import web as builtin_web
 from agents.tools.registry import ToolRegistry, default_registry
 from runs.runtime import netguard
 from runs.runtime.ports import CancellationToken, ToolCallContext
@@ -364,7 +367,7 @@ def test_write_note_call_id_limit_matches_the_note_model() -> None:
     from agents.models import Note
 
     field = Note._meta.get_field("tool_call_id")
-    assert field.max_length == builtin._NOTE_CALL_ID_MAX_LENGTH
+    assert field.max_length == builtin_notes._NOTE_CALL_ID_MAX_LENGTH
 
 
 @pytest.mark.django_db
@@ -435,7 +438,7 @@ def test_send_email_reports_backend_failure(
     def failing_send_mail(*args: Any, **kwargs: Any) -> int:
         raise smtplib.SMTPServerDisconnected("connection lost")
 
-    monkeypatch.setattr(builtin, "send_mail", failing_send_mail)
+    monkeypatch.setattr(builtin_mail, "send_mail", failing_send_mail)
     result = run_tool("send_email", {"to": ["a@example.com"], "subject": "s", "body": "b"})
     assert result.status is ToolStatus.ERROR
     assert "connection lost" in (result.message or "")
@@ -487,7 +490,7 @@ def no_connect(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
         attempts.append((address, port))
         raise AssertionError(f"http_get must not connect to {address}")
 
-    monkeypatch.setattr(builtin, "open_connection", open_connection)
+    monkeypatch.setattr(builtin_web, "open_connection", open_connection)
     return attempts
 
 
@@ -527,7 +530,7 @@ def test_http_get_refuses_non_public_address(
     no_connect: list[Any],
     deny_private: Any,
 ) -> None:
-    monkeypatch.setattr(builtin.socket, "getaddrinfo", _fake_getaddrinfo(address))
+    monkeypatch.setattr(builtin_web.socket, "getaddrinfo", _fake_getaddrinfo(address))
     result = run_tool("http_get", {"url": "http://innocent.example.com/"})
     assert result.status is ToolStatus.ERROR
     assert "non-public address" in (result.message or "")
@@ -538,7 +541,7 @@ def test_http_get_refuses_non_public_address(
 def test_http_get_refuses_link_local_address(
     monkeypatch: pytest.MonkeyPatch, no_connect: list[Any], deny_private: Any
 ) -> None:
-    monkeypatch.setattr(builtin.socket, "getaddrinfo", _fake_getaddrinfo("169.254.169.254"))
+    monkeypatch.setattr(builtin_web.socket, "getaddrinfo", _fake_getaddrinfo("169.254.169.254"))
     result = run_tool("http_get", {"url": "http://metadata.example.com/latest/meta-data/"})
     assert result.status is ToolStatus.ERROR
     assert "169.254.169.254 is link-local" in (result.message or "")
@@ -549,7 +552,7 @@ def test_http_get_refuses_if_any_resolved_address_is_private(
     monkeypatch: pytest.MonkeyPatch, no_connect: list[Any], deny_private: Any
 ) -> None:
     monkeypatch.setattr(
-        builtin.socket, "getaddrinfo", _fake_getaddrinfo("93.184.216.34", "10.0.0.5")
+        builtin_web.socket, "getaddrinfo", _fake_getaddrinfo("93.184.216.34", "10.0.0.5")
     )
     result = run_tool("http_get", {"url": "https://mixed.example.com/"})
     assert result.status is ToolStatus.ERROR
@@ -580,7 +583,7 @@ def test_http_get_reports_unresolvable_host(
     def getaddrinfo(*args: Any, **kwargs: Any) -> Any:
         raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
 
-    monkeypatch.setattr(builtin.socket, "getaddrinfo", getaddrinfo)
+    monkeypatch.setattr(builtin_web.socket, "getaddrinfo", getaddrinfo)
     result = run_tool("http_get", {"url": "http://does-not-exist.invalid/"})
     assert result.status is ToolStatus.ERROR
     assert "could not resolve host" in (result.message or "")
@@ -626,7 +629,7 @@ def test_http_get_https_connects_to_vetted_address_with_sni(
 ) -> None:
     """The TLS connection goes to the address that was checked, with the original hostname
     for SNI and certificate verification; nothing leaves the process."""
-    monkeypatch.setattr(builtin.socket, "getaddrinfo", _fake_getaddrinfo("93.184.216.34"))
+    monkeypatch.setattr(builtin_web.socket, "getaddrinfo", _fake_getaddrinfo("93.184.216.34"))
     connected: list[Any] = []
     wrapped: list[str | None] = []
     pairs: list[socket.socket] = []
@@ -642,8 +645,8 @@ def test_http_get_https_connects_to_vetted_address_with_sni(
             wrapped.append(server_hostname)
             raise ssl.SSLError("certificate verify failed (fake)")
 
-    monkeypatch.setattr(builtin, "open_connection", open_connection)
-    monkeypatch.setattr(builtin, "tls_context", FakeContext)
+    monkeypatch.setattr(builtin_web, "open_connection", open_connection)
+    monkeypatch.setattr(builtin_web, "tls_context", FakeContext)
     result = run_tool("http_get", {"url": "https://www.example.com/page"})
     for sock in pairs:
         sock.close()
@@ -701,7 +704,10 @@ class _RecordingServer(ThreadingHTTPServer):
 @pytest.fixture
 def local_server() -> Iterator[tuple[str, _RecordingServer]]:
     server = _RecordingServer()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # shutdown() waits for the next poll: 0.5 s by default, at the end of every test
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}", server
@@ -793,7 +799,9 @@ def test_http_get_pins_the_vetted_address_and_keeps_the_host_header(
     _, server = local_server
     port = server.server_address[1]
     calls: list[str] = []
-    monkeypatch.setattr(builtin.socket, "getaddrinfo", _fake_getaddrinfo("127.0.0.1", calls=calls))
+    monkeypatch.setattr(
+        builtin_web.socket, "getaddrinfo", _fake_getaddrinfo("127.0.0.1", calls=calls)
+    )
     result = run_tool("http_get", {"url": f"http://service.example.test:{port}/hello"})
     assert result.status is ToolStatus.SUCCESS, result.message
     assert calls == ["service.example.test"]

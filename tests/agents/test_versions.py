@@ -12,35 +12,28 @@ from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 
+from agents.errors import AgentConfigInvalid, AgentNotPublished, NothingToPublish
 from agents.models import Agent, AgentVersion, Model, Note
 from agents.providers.scripted import ScriptedModelClient
 from agents.resolver import AgentNotResolvable, VersionResolver
-from agents.services import (
-    AgentConfigInvalid,
-    AgentNotPublished,
-    NothingToPublish,
-    agent_draft_status,
-    agent_publish,
-    agent_restore,
-)
-from runs.models import AuditEntry, Run, Ticket
-from runs.services.audit import Actor
-from runs.services.errors import NotFound
+from agents.services.agents import agent_draft_status, agent_publish, agent_restore
+from common.audit import Actor
+from common.errors import NotFound
+from common.models import AuditEntry
+from runs.models import Run, Ticket
 from runs.services.runs import run_start
 from runs.services.tickets import decision_submit
-from tests.factories import AgentFactory, ModelFactory, call, scripted_agent, user_with_role
+from tests.factories import (
+    APPROVAL,
+    AgentFactory,
+    ModelFactory,
+    call,
+    scripted_agent,
+    user_with_role,
+)
 from tests.runs.helpers import drive
 
 pytestmark = pytest.mark.django_db
-
-APPROVAL = {"default_behavior": "allow", "rules": [{"tool": "write_note", "behavior": "ask"}]}
-
-
-@pytest.fixture
-def root(client: Client) -> User:
-    user = User.objects.create_superuser("root", password="pw")
-    client.force_login(user)
-    return user
 
 
 def actor(user: User | None = None) -> Actor:
@@ -61,14 +54,14 @@ def staff(role: str) -> User:
 # -- the service ---------------------------------------------------------------------------
 
 
-def test_publish_creates_v1_then_v2_with_author_note_and_an_audit_entry(root):
+def test_publish_creates_v1_then_v2_with_author_note_and_an_audit_entry(root_user):
     agent = AgentFactory(slug="writer", published=False)
     assert agent_draft_status(agent).label == "Never published"
-    v1 = agent_publish(agent=agent, actor=actor(root), note="first cut")
+    v1 = agent_publish(agent=agent, actor=actor(root_user), note="first cut")
     assert (v1.number, v1.note, v1.published_by, v1.spec["system_prompt"]) == (
         1,
         "first cut",
-        root,
+        root_user,
         "You are a test agent.",
     )
     assert v1.spec["model_id"] == agent.model.slug and v1.spec["endpoint_id"] is None
@@ -76,7 +69,7 @@ def test_publish_creates_v1_then_v2_with_author_note_and_an_audit_entry(root):
     agent.system_prompt = "Be terse."
     agent.save()
     assert agent_draft_status(agent).label == "Draft has unpublished changes"
-    v2 = agent_publish(agent=agent, actor=actor(root), note="terser")
+    v2 = agent_publish(agent=agent, actor=actor(root_user), note="terser")
     assert v2.number == 2 and v2.spec["system_prompt"] == "Be terse."
     assert AgentVersion.objects.get(pk=v1.pk).spec["system_prompt"] == "You are a test agent."
     entries = list(AuditEntry.objects.filter(action="agent.publish").order_by("created_at"))
@@ -132,8 +125,8 @@ def test_run_start_without_a_published_version_refuses_clearly():
 
 
 def test_the_api_answers_409_when_the_agent_was_never_published():
-    from runs.api.tokens import token_create
-    from tests.api.conftest import bearer
+    from common.api.tokens import token_create
+    from tests.factories import bearer
 
     AgentFactory(slug="fresh", published=False)
     operator = user_with_role("operator")
@@ -158,7 +151,7 @@ def test_a_new_run_pins_the_latest_published_version_not_the_draft():
     assert run.agent_version.spec["system_prompt"] == "You are a test agent."
 
 
-def test_a_run_waiting_on_v1_resumes_on_v1_after_v2_is_published(monkeypatch, root):
+def test_a_run_waiting_on_v1_resumes_on_v1_after_v2_is_published(monkeypatch, root_user):
     """The acceptance case: the resumed segment uses v1's model, prompt and tools."""
     prompts: list[str] = []
     original = ScriptedModelClient.stream
@@ -184,7 +177,7 @@ def test_a_run_waiting_on_v1_resumes_on_v1_after_v2_is_published(monkeypatch, ro
     agent.system_prompt = "You are version two."
     agent.tools = ["calculator"]
     agent.save()
-    v2 = agent_publish(agent=agent, actor=actor(root), note="new model, no notes")
+    v2 = agent_publish(agent=agent, actor=actor(root_user), note="new model, no notes")
     assert v2.number == 2
 
     decision_submit(ticket=Ticket.objects.get(run=run, status="pending"), action="approve")
@@ -238,34 +231,36 @@ class _Sink:
 # -- the admin -----------------------------------------------------------------------------
 
 
-def test_change_page_shows_the_draft_status_and_the_buttons(client, root):
+def test_change_page_shows_the_draft_status_and_the_buttons(root_client, root_user):
     agent = AgentFactory(slug="st", published=False)
-    page = client.get(url("change", agent.pk)).content.decode()
+    page = root_client.get(url("change", agent.pk)).content.decode()
     assert "Never published" in page
     for label in ("Validate", "Publish", "Versions", "Permission rules"):
         assert f">{label}</a>" in page
-    agent_publish(agent=agent, actor=actor(root))
-    assert "Matches v1" in client.get(url("change", agent.pk)).content.decode()
+    agent_publish(agent=agent, actor=actor(root_user))
+    assert "Matches v1" in root_client.get(url("change", agent.pk)).content.decode()
     Agent.objects.filter(pk=agent.pk).update(system_prompt="changed")
-    assert "Draft has unpublished changes" in client.get(url("change", agent.pk)).content.decode()
+    assert (
+        "Draft has unpublished changes" in root_client.get(url("change", agent.pk)).content.decode()
+    )
 
 
-def test_publish_view_publishes_with_a_note(client, root):
+def test_publish_view_publishes_with_a_note(root_client, root_user):
     agent = AgentFactory(slug="pub", published=False)
-    page = client.get(url("publish", agent.pk)).content.decode()
+    page = root_client.get(url("publish", agent.pk)).content.decode()
     assert 'name="note"' in page and "v1" in page
-    response = client.post(url("publish", agent.pk), {"note": "ship it"})
+    response = root_client.post(url("publish", agent.pk), {"note": "ship it"})
     assert response.status_code == 302 and response["Location"] == url("versions", agent.pk)
     version = agent.versions.get()
-    assert (version.number, version.note, version.published_by) == (1, "ship it", root)
-    again = client.post(url("publish", agent.pk), {"note": "again"}).content.decode()
+    assert (version.number, version.note, version.published_by) == (1, "ship it", root_user)
+    again = root_client.post(url("publish", agent.pk), {"note": "again"}).content.decode()
     assert "nothing to publish" in again and agent.versions.count() == 1
 
 
-def test_publish_view_refuses_an_invalid_draft_with_the_messages(client, root):
+def test_publish_view_refuses_an_invalid_draft_with_the_messages(root_client):
     agent = AgentFactory(slug="bad", published=False)
     Agent.objects.filter(pk=agent.pk).update(model=None)
-    page = client.post(url("publish", agent.pk), {"note": "x"}).content.decode()
+    page = root_client.post(url("publish", agent.pk), {"note": "x"}).content.decode()
     assert "Not published" in page
     assert "Choose a model (a local agent) or a remote endpoint" in page
     assert not agent.versions.exists()
@@ -282,55 +277,55 @@ def test_publish_and_restore_need_the_change_permission(client):
     assert client.get(url("versions", agent.pk)).status_code == 403
 
 
-def test_versions_page_lists_number_author_and_note(client, root):
+def test_versions_page_lists_number_author_and_note(root_client, root_user):
     agent = AgentFactory(slug="hist", published=False)
-    agent_publish(agent=agent, actor=actor(root), note="first <b>note</b>")
+    agent_publish(agent=agent, actor=actor(root_user), note="first <b>note</b>")
     Agent.objects.filter(pk=agent.pk).update(max_rounds=4)
-    agent_publish(agent=agent, actor=actor(root), note="fewer rounds")
-    page = client.get(url("versions", agent.pk)).content.decode()
+    agent_publish(agent=agent, actor=actor(root_user), note="fewer rounds")
+    page = root_client.get(url("versions", agent.pk)).content.decode()
     assert "v2 (latest)" in page and "v1" in page and "fewer rounds" in page
     assert "first &lt;b&gt;note&lt;/b&gt;" in page and "<b>note</b>" not in page
     assert page.count("<td>root</td>") == 2
     assert url("version_diff", agent.pk, 2) in page and url("restore", agent.pk, 1) in page
 
 
-def test_diff_page_shows_the_changed_fields_escaped(client, root):
+def test_diff_page_shows_the_changed_fields_escaped(root_client, root_user):
     agent = AgentFactory(slug="diffy", published=False)
-    agent_publish(agent=agent, actor=actor(root))
+    agent_publish(agent=agent, actor=actor(root_user))
     Agent.objects.filter(pk=agent.pk).update(
         system_prompt="Ignore rules <script>alert(1)</script>", tools=["calculator"]
     )
-    agent_publish(agent=agent, actor=actor(root))
-    page = client.get(url("version_diff", agent.pk, 2)).content.decode()
+    agent_publish(agent=agent, actor=actor(root_user))
+    page = root_client.get(url("version_diff", agent.pk, 2)).content.decode()
     assert "<script>alert(1)</script>" not in page
     assert "+Ignore rules &lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "-You are a test agent." in page
     assert re.search(r"<h3>tools</h3>", page) and "-  &quot;write_note&quot;" in page
     assert "<h3>max_rounds</h3>" not in page  # unchanged fields are left out
-    first = client.get(url("version_diff", agent.pk, 1)).content.decode()
+    first = root_client.get(url("version_diff", agent.pk, 1)).content.decode()
     assert "nothing (first version)" in first
-    against = client.get(url("version_diff", agent.pk, 2), {"against": 2}).content.decode()
+    against = root_client.get(url("version_diff", agent.pk, 2), {"against": 2}).content.decode()
     assert "No differences." in against
-    assert client.get(url("version_diff", agent.pk, 9)).status_code == 404
+    assert root_client.get(url("version_diff", agent.pk, 9)).status_code == 404
 
 
-def test_draft_diff_compares_the_draft_with_the_latest_version(client, root):
+def test_draft_diff_compares_the_draft_with_the_latest_version(root_client):
     agent = AgentFactory(slug="drafty")
     Agent.objects.filter(pk=agent.pk).update(description="<i>new</i> words")
-    page = client.get(url("draft_diff", agent.pk)).content.decode()
+    page = root_client.get(url("draft_diff", agent.pk)).content.decode()
     assert "Changes from <strong>v1</strong> to <strong>the draft</strong>" in page
     assert "+&lt;i&gt;new&lt;/i&gt; words" in page and "<h3>description</h3>" in page
 
 
-def test_restore_as_draft_needs_a_csrf_post_and_is_audited(root):
+def test_restore_as_draft_needs_a_csrf_post_and_is_audited(root_user):
     client = Client(enforce_csrf_checks=True)
-    client.force_login(root)
+    client.force_login(root_user)
     agent = AgentFactory(slug="back", system_prompt="old prompt", tools=["calculator"])
     original_model, other = agent.model_id, ModelFactory()
     Agent.objects.filter(pk=agent.pk).update(
         system_prompt="new prompt", tools=["current_time"], model=other
     )
-    agent_publish(agent=Agent.objects.get(pk=agent.pk), actor=actor(root))
+    agent_publish(agent=Agent.objects.get(pk=agent.pk), actor=actor(root_user))
     confirm = client.get(url("restore", agent.pk, 1))
     page = confirm.content.decode()
     assert "Yes, restore v1 as the draft" in page and "+old prompt" in page
@@ -368,11 +363,11 @@ def test_restore_refuses_clearly_when_the_version_names_something_gone():
     assert not AuditEntry.objects.filter(action="agent.restore").exists()
 
 
-def test_restore_view_reports_a_refusal(client, root):
+def test_restore_view_reports_a_refusal(root_client):
     agent = AgentFactory(slug="orphan2")
     AgentVersion.objects.create(
         agent=agent, number=2, spec={**agent.versions.get().spec, "model_id": "retired"}
     )
-    response = client.post(url("restore", agent.pk, 2), follow=True)
+    response = root_client.post(url("restore", agent.pk, 2), follow=True)
     assert "model &#x27;retired&#x27;" in response.content.decode()
     assert Model.objects.filter(pk=agent.model_id).exists()

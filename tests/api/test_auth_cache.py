@@ -1,4 +1,4 @@
-"""The in-process token cache (runs.api.tokens): a verified token skips the database for
+"""The in-process token cache (common.api.tokens): a verified token skips the database for
 AWAKEN_TOKEN_CACHE_SECONDS; revoking or deactivating in this process applies at once,
 elsewhere (no signal: a queryset update) within the TTL; the raw token is never kept."""
 
@@ -11,11 +11,12 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from runs.api import tokens as token_module
-from runs.api.tokens import token_cache, token_revoke, token_verify
-from runs.models import ApiToken
-from runs.services.audit import Actor
-from tests.api.conftest import assert_error, bearer, token_for
+from common.api import tokens as token_module
+from common.api.tokens import token_cache, token_revoke, token_verify
+from common.audit import Actor
+from common.models import ApiToken
+from tests.api.helpers import assert_error
+from tests.factories import bearer, token_for
 
 pytestmark = pytest.mark.django_db
 
@@ -36,18 +37,18 @@ class Clock:
         monkeypatch.setattr(token_module.time, "monotonic", lambda: self.now)
 
 
-def test_a_verified_token_is_reused_without_a_query(operator):
-    raw = token_for(operator)
+def test_a_verified_token_is_reused_without_a_query(operator_user):
+    raw = token_for(operator_user)
     first = token_verify(raw)
     assert first is not None
     with CaptureQueriesContext(connection) as queries:
         again = token_verify(raw)
-    assert again is not None and again.pk == first.pk and again.user.pk == operator.pk
+    assert again is not None and again.pk == first.pk and again.user.pk == operator_user.pk
     assert len(queries) == 0, [q["sql"] for q in queries]
 
 
-def test_the_cache_keeps_no_raw_token_and_refuses_a_wrong_secret(operator):
-    raw = token_for(operator)
+def test_the_cache_keeps_no_raw_token_and_refuses_a_wrong_secret(operator_user):
+    raw = token_for(operator_user)
     assert token_verify(raw) is not None
     assert raw not in repr(token_cache._entries)
     secret = raw.split("_", 2)[2]
@@ -57,8 +58,8 @@ def test_the_cache_keeps_no_raw_token_and_refuses_a_wrong_secret(operator):
     assert token_verify(raw) is not None  # the forgery did not evict or poison it
 
 
-def test_each_request_gets_its_own_copy(operator):
-    raw = token_for(operator)
+def test_each_request_gets_its_own_copy(operator_user):
+    raw = token_for(operator_user)
     first = token_verify(raw)
     assert first is not None
     first.user.first_name = "changed by one request"
@@ -68,32 +69,32 @@ def test_each_request_gets_its_own_copy(operator):
     assert (second.user.first_name, second.name) == ("", "test")
 
 
-def test_revoking_in_this_process_applies_at_once(operator):
-    raw = token_for(operator)
+def test_revoking_in_this_process_applies_at_once(operator_user):
+    raw = token_for(operator_user)
     client = bearer(raw)
     assert client.get(RUNS).status_code == 200
     token_revoke(token=ApiToken.objects.get(), actor=Actor(label="test"))
     assert_error(client.get(RUNS), 401, "authentication_failed")
 
 
-def test_deactivating_the_user_in_this_process_applies_at_once(operator):
-    client = bearer(token_for(operator))
+def test_deactivating_the_user_in_this_process_applies_at_once(operator_user):
+    client = bearer(token_for(operator_user))
     assert client.get(RUNS).status_code == 200
-    operator.is_active = False
-    operator.save()
+    operator_user.is_active = False
+    operator_user.save()
     assert_error(client.get(RUNS), 401, "authentication_failed")
 
 
-def test_deleting_the_token_applies_at_once(operator):
-    raw = token_for(operator)
+def test_deleting_the_token_applies_at_once(operator_user):
+    raw = token_for(operator_user)
     assert token_verify(raw) is not None
     ApiToken.objects.get().delete()
     assert token_verify(raw) is None
 
 
-def test_a_revoke_elsewhere_applies_within_the_ttl(operator, monkeypatch):
+def test_a_revoke_elsewhere_applies_within_the_ttl(operator_user, monkeypatch):
     clock = Clock(monkeypatch)
-    raw = token_for(operator)
+    raw = token_for(operator_user)
     assert token_verify(raw) is not None
     # another process revokes it: no signal reaches this one
     ApiToken.objects.update(revoked_at=timezone.now())
@@ -103,27 +104,27 @@ def test_a_revoke_elsewhere_applies_within_the_ttl(operator, monkeypatch):
     assert token_verify(raw) is None
 
 
-def test_a_user_deactivated_elsewhere_is_refused_within_the_ttl(operator, monkeypatch):
+def test_a_user_deactivated_elsewhere_is_refused_within_the_ttl(operator_user, monkeypatch):
     clock = Clock(monkeypatch)
-    raw = token_for(operator)
+    raw = token_for(operator_user)
     assert token_verify(raw) is not None
-    type(operator).objects.filter(pk=operator.pk).update(is_active=False)
+    type(operator_user).objects.filter(pk=operator_user.pk).update(is_active=False)
     clock.now += 5.0
     assert token_verify(raw) is None
 
 
-def test_expiry_is_checked_on_every_request(operator, monkeypatch):
+def test_expiry_is_checked_on_every_request(operator_user, monkeypatch):
     expires = timezone.now() + dt.timedelta(minutes=10)
-    raw = token_for(operator, expires_at=expires)
+    raw = token_for(operator_user, expires_at=expires)
     assert token_verify(raw) is not None
     monkeypatch.setattr("runs.models.timezone.now", lambda: expires + dt.timedelta(microseconds=1))
     with CaptureQueriesContext(connection):
         assert token_verify(raw) is None
 
 
-def test_a_zero_ttl_disables_the_cache(operator, settings):
+def test_a_zero_ttl_disables_the_cache(operator_user, settings):
     settings.AWAKEN_TOKEN_CACHE_SECONDS = 0
-    raw = token_for(operator)
+    raw = token_for(operator_user)
     assert token_verify(raw) is not None
     with CaptureQueriesContext(connection) as queries:
         assert token_verify(raw) is not None
@@ -131,14 +132,14 @@ def test_a_zero_ttl_disables_the_cache(operator, settings):
     assert not token_cache._entries
 
 
-def test_last_use_is_still_recorded_once_a_minute(operator, monkeypatch):
-    raw = token_for(operator)
+def test_last_use_is_still_recorded_once_a_minute(operator_user, monkeypatch):
+    raw = token_for(operator_user)
     start = timezone.now()
-    monkeypatch.setattr("runs.api.tokens.timezone.now", lambda: start)
+    monkeypatch.setattr("common.api.tokens.timezone.now", lambda: start)
     assert token_verify(raw) is not None
     assert ApiToken.objects.get().last_used_at == start
     later = start + dt.timedelta(seconds=61)
-    monkeypatch.setattr("runs.api.tokens.timezone.now", lambda: later)
+    monkeypatch.setattr("common.api.tokens.timezone.now", lambda: later)
     with CaptureQueriesContext(connection) as queries:
         assert token_verify(raw) is not None  # from the cache, but the minute is up
     assert len(queries) == 1

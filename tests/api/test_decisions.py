@@ -9,11 +9,20 @@ import pytest
 from django.db import connection
 
 from agents.models import Note
-from runs.models import AuditEntry, Decision, Run, Ticket
+from common.models import AuditEntry
+from runs.models import Decision, Run, Ticket
 from runs.services.runs import run_start
-from tests.api.conftest import APPROVAL, assert_error, bearer, token_for, user_in, waiting_run
+from tests.api.helpers import assert_error
 from tests.api.schema_check import conforms
-from tests.factories import call, scripted_agent, user_with_role
+from tests.factories import (
+    APPROVAL,
+    bearer,
+    call,
+    scripted_agent,
+    token_for,
+    user_with_role,
+    waiting_run,
+)
 from tests.runs.helpers import drive, events
 
 pytestmark = pytest.mark.django_db
@@ -26,29 +35,29 @@ def pending(run: Run) -> Ticket:
     return Ticket.objects.get(run=run, status=Ticket.Status.PENDING)
 
 
-def decide(api, ticket: Ticket, body: dict):
-    response = api.post(TICKET_DECISION.format(ticket_id=ticket.pk), body, format="json")
+def decide(operator_api, ticket: Ticket, body: dict):
+    response = operator_api.post(TICKET_DECISION.format(ticket_id=ticket.pk), body, format="json")
     return conforms(response, "POST", TICKET_DECISION)
 
 
-def test_approve_by_ticket_resumes_the_run(api, operator):
+def test_approve_by_ticket_resumes_the_run(operator_api, operator_user):
     run = waiting_run()
     ticket = pending(run)
-    response = decide(api, ticket, {"action": "approve", "comment": "fine"})
+    response = decide(operator_api, ticket, {"action": "approve", "comment": "fine"})
     assert response.status_code == 201
     body = response.json()
     assert body["action"] == "approve" and body["actor"] == "olga (token ops)"
     assert body["ticket"] == str(ticket.pk) and body["ticket_id"] == ticket.ticket_id
     assert body["run_id"] == str(run.pk) and body["comment"] == "fine"
     decision = Decision.objects.get()
-    assert decision.actor == operator
+    assert decision.actor == operator_user
     assert AuditEntry.objects.get(action="ticket.approve").source == "api"
     run = drive(run)
     assert run.status_reason == "natural"
     assert Note.objects.get().title == "lunch"
 
 
-def test_run_decisions_names_the_ticket_by_upstream_id_call_id_or_global_id(api):
+def test_run_decisions_names_the_ticket_by_upstream_id_call_id_or_global_id(operator_api):
     for key in ("ticket_id", "tool_call_id", "global"):
         run = waiting_run()
         ticket = pending(run)
@@ -58,7 +67,7 @@ def test_run_decisions_names_the_ticket_by_upstream_id_call_id_or_global_id(api)
             "global": str(ticket.pk),
         }[key]
         body = {"action": "reject", "ticket_id": target, "comment": "no"}
-        response = api.post(RUN_DECISIONS.format(run_id=run.pk), body, format="json")
+        response = operator_api.post(RUN_DECISIONS.format(run_id=run.pk), body, format="json")
         conforms(response, "POST", RUN_DECISIONS)
         assert response.status_code == 201, response.content
         assert response.json()["action"] == "reject"
@@ -66,7 +75,7 @@ def test_run_decisions_names_the_ticket_by_upstream_id_call_id_or_global_id(api)
     assert not Note.objects.exists()
 
 
-def test_upstream_body_resume_and_cancel(api):
+def test_upstream_body_resume_and_cancel(operator_api):
     run = waiting_run()
     ticket = pending(run)
     body = {
@@ -74,25 +83,25 @@ def test_upstream_body_resume_and_cancel(api):
         "action": "resume",
         "payload": {"approved": True},
     }
-    response = api.post(RUN_DECISIONS.format(run_id=run.pk), body, format="json")
+    response = operator_api.post(RUN_DECISIONS.format(run_id=run.pk), body, format="json")
     assert response.status_code == 201 and response.json()["action"] == "approve"
     run = waiting_run("second")
     ticket = pending(run)
     body = {"toolCallId": ticket.ticket_id, "action": "cancel", "reason": "too late"}
-    response = api.post(RUN_DECISIONS.format(run_id=run.pk), body, format="json")
+    response = operator_api.post(RUN_DECISIONS.format(run_id=run.pk), body, format="json")
     assert response.status_code == 201
     assert response.json()["action"] == "reject" and response.json()["comment"] == "too late"
 
 
-def test_edit_runs_with_edited_arguments_and_invalid_edits_are_400(api):
+def test_edit_runs_with_edited_arguments_and_invalid_edits_are_400(operator_api):
     run = waiting_run()
     ticket = pending(run)
-    bad = decide(api, ticket, {"action": "edit", "arguments": {"title": 5}})
+    bad = decide(operator_api, ticket, {"action": "edit", "arguments": {"title": 5}})
     error = assert_error(bad, 400, "invalid")
     assert "schema" in error["message"]
-    assert_error(decide(api, ticket, {"action": "edit"}), 400, "invalid")
+    assert_error(decide(operator_api, ticket, {"action": "edit"}), 400, "invalid")
     response = decide(
-        api, ticket, {"action": "edit", "arguments": {"title": "dinner", "body": "soup"}}
+        operator_api, ticket, {"action": "edit", "arguments": {"title": "dinner", "body": "soup"}}
     )
     assert response.status_code == 201
     body = response.json()
@@ -102,7 +111,7 @@ def test_edit_runs_with_edited_arguments_and_invalid_edits_are_400(api):
     assert Note.objects.get().title == "dinner"
 
 
-def test_respond_answers_ask_human(api):
+def test_respond_answers_ask_human(operator_api):
     agent = scripted_agent(
         [
             {"text": "", "tool_calls": [call("ask_human", {"question": "Which color?"})]},
@@ -113,23 +122,23 @@ def test_respond_answers_ask_human(api):
     )
     run = drive(run_start(agent=agent, messages="paint"))
     ticket = pending(run)
-    record = api.get(f"/api/v1/runs/{run.pk}").json()
+    record = operator_api.get(f"/api/v1/runs/{run.pk}").json()
     assert record["waiting"]["tickets"][0]["message"] == "Which color?"
-    assert_error(decide(api, ticket, {"action": "approve"}), 400, "invalid")
-    assert_error(decide(api, ticket, {"action": "respond"}), 400, "invalid")
-    response = decide(api, ticket, {"action": "respond", "payload": {"answer": "blue"}})
+    assert_error(decide(operator_api, ticket, {"action": "approve"}), 400, "invalid")
+    assert_error(decide(operator_api, ticket, {"action": "respond"}), 400, "invalid")
+    response = decide(operator_api, ticket, {"action": "respond", "payload": {"answer": "blue"}})
     assert response.status_code == 201 and response.json()["payload"] == {"answer": "blue"}
     run = drive(run)
     assert events(run, "tool_call_resumed")[0]["result"] == {"answer": "blue"}
 
 
-def test_second_decision_gets_409_naming_the_winner(api, operator):
+def test_second_decision_gets_409_naming_the_winner(operator_api, operator_user):
     run = waiting_run()
     ticket = pending(run)
-    other = bearer(token_for(user_in("operator", "paula"), "laptop"))
+    other = bearer(token_for(user_with_role("operator", "paula"), "laptop"))
     first = decide(other, ticket, {"action": "reject", "comment": "mine"})
     assert first.status_code == 201
-    late = decide(api, ticket, {"action": "approve"})
+    late = decide(operator_api, ticket, {"action": "approve"})
     error = assert_error(late, 409, "already_decided")
     assert "paula (token laptop)" in error["message"]
     winner = error["details"]["decision"]
@@ -138,38 +147,42 @@ def test_second_decision_gets_409_naming_the_winner(api, operator):
     assert Decision.objects.count() == 1
 
 
-def test_repeating_a_decision_id_returns_the_first_result_with_200(api):
+def test_repeating_a_decision_id_returns_the_first_result_with_200(operator_api):
     run = waiting_run()
     ticket = pending(run)
     body = {"action": "approve", "decision_id": "client-key-1"}
-    first = decide(api, ticket, body)
-    again = decide(api, ticket, body)
+    first = decide(operator_api, ticket, body)
+    again = decide(operator_api, ticket, body)
     assert (first.status_code, again.status_code) == (201, 200)
     assert first.json() == again.json()
     assert Decision.objects.count() == 1
 
 
-def test_decision_on_a_cancelled_run_is_409(api):
+def test_decision_on_a_cancelled_run_is_409(operator_api):
     run = waiting_run()
     ticket = pending(run)
-    api.post(f"/api/v1/runs/{run.pk}/cancel")
-    error = assert_error(decide(api, ticket, {"action": "approve"}), 409, "already_decided")
+    operator_api.post(f"/api/v1/runs/{run.pk}/cancel")
+    error = assert_error(
+        decide(operator_api, ticket, {"action": "approve"}), 409, "already_decided"
+    )
     assert error["details"]["ticket_status"] == "cancelled"
 
 
-def test_bad_decision_bodies(api):
+def test_bad_decision_bodies(operator_api):
     run = waiting_run()
     ticket = pending(run)
-    error = assert_error(decide(api, ticket, {"action": "maybe"}), 400, "invalid")
+    error = assert_error(decide(operator_api, ticket, {"action": "maybe"}), 400, "invalid")
     assert "action" in error["details"]
-    assert_error(decide(api, ticket, {}), 400, "invalid")
+    assert_error(decide(operator_api, ticket, {}), 400, "invalid")
     path = RUN_DECISIONS.format(run_id=run.pk)
-    missing = assert_error(api.post(path, {"action": "approve"}, format="json"), 400, "invalid")
+    missing = assert_error(
+        operator_api.post(path, {"action": "approve"}, format="json"), 400, "invalid"
+    )
     assert "toolCallId" in missing["message"]
     unknown = {"action": "approve", "ticket_id": "perm_nope"}
-    assert_error(api.post(path, unknown, format="json"), 404, "not_found")
+    assert_error(operator_api.post(path, unknown, format="json"), 404, "not_found")
     assert_error(
-        api.post(
+        operator_api.post(
             TICKET_DECISION.format(ticket_id="0190e7a0-0000-7000-8000-000000000000"),
             {"action": "approve"},
             format="json",
@@ -180,7 +193,7 @@ def test_bad_decision_bodies(api):
     assert pending(run).status == "pending"
 
 
-def test_tickets_inbox_filters_and_statuses(api):
+def test_tickets_inbox_filters_and_statuses(operator_api):
     first = waiting_run("one")
     second = waiting_run("two")
     ask = scripted_agent(
@@ -189,23 +202,23 @@ def test_tickets_inbox_filters_and_statuses(api):
     )
     third = drive(run_start(agent=ask, messages="x"))
     path = "/api/v1/tickets"
-    inbox = conforms(api.get(path), "GET", path).json()["items"]
+    inbox = conforms(operator_api.get(path), "GET", path).json()["items"]
     assert [t["run_id"] for t in inbox] == [str(first.pk), str(second.pk), str(third.pk)]
     assert {t["status"] for t in inbox} == {"pending"}
-    by_agent = api.get(path, {"agent_id": second.agent.slug}).json()["items"]
+    by_agent = operator_api.get(path, {"agent_id": second.agent.slug}).json()["items"]
     assert [t["run_id"] for t in by_agent] == [str(second.pk)]
-    assert api.get(path, {"tool": "send_email"}).json()["items"] == []
-    two = api.get(path, {"tool": "write_note", "limit": 2}).json()
+    assert operator_api.get(path, {"tool": "send_email"}).json()["items"] == []
+    two = operator_api.get(path, {"tool": "write_note", "limit": 2}).json()
     assert [t["run_id"] for t in two["items"]] == [str(first.pk), str(second.pk)]
-    rest = api.get(path, {"tool": "write_note", "limit": 2, "cursor": two["next_cursor"]})
+    rest = operator_api.get(path, {"tool": "write_note", "limit": 2, "cursor": two["next_cursor"]})
     assert [t["run_id"] for t in rest.json()["items"]] == [str(third.pk)]
     assert rest.json()["next_cursor"] is None
-    decide(api, pending(first), {"action": "approve"})
-    decided = conforms(api.get(path, {"status": "decided"}), "GET", path).json()["items"]
+    decide(operator_api, pending(first), {"action": "approve"})
+    decided = conforms(operator_api.get(path, {"status": "decided"}), "GET", path).json()["items"]
     assert [t["run_id"] for t in decided] == [str(first.pk)]
     assert decided[0]["decision"]["action"] == "approve"
-    assert_error(api.get(path, {"status": "open"}), 400, "invalid")
-    one = api.get(f"{path}/{decided[0]['id']}")
+    assert_error(operator_api.get(path, {"status": "open"}), 400, "invalid")
+    one = operator_api.get(f"{path}/{decided[0]['id']}")
     assert (
         conforms(one, "GET", path + "/{ticket_id}").json()["decision"]["actor"]
         == "olga (token ops)"

@@ -23,8 +23,10 @@ from schemathesis.checks import (
 )
 
 from agents.models import RemoteEndpoint
-from runs.models import AuditEntry, Message, Ticket
-from tests.api.conftest import assert_error, bearer, token_for, user_in, waiting_run
+from common.models import AuditEntry
+from runs.models import Message, Ticket
+from tests.api.helpers import assert_error
+from tests.factories import bearer, token_for, user_with_role, waiting_run
 
 CHECKS = [
     not_a_server_error,
@@ -51,7 +53,7 @@ def operator_headers(db, settings):
         "DEFAULT_THROTTLE_RATES": {"api_token": "100000/min"},
     }
     waiting_run()  # something to list, decide and cancel
-    return {"Authorization": f"Bearer {token_for(user_in('operator', 'fuzz'))}"}
+    return {"Authorization": f"Bearer {token_for(user_with_role('operator', 'fuzz'))}"}
 
 
 # Loaded once at collection through the WSGI app (the schema view needs no database).

@@ -15,8 +15,8 @@ from runs.api import stream
 from runs.models import Run, RunEvent, Ticket
 from runs.services.runs import run_start
 from runs.services.tickets import decision_submit
-from tests.api.conftest import assert_error, done_run, token_for, waiting_run
-from tests.factories import call, scripted_agent
+from tests.api.helpers import assert_error
+from tests.factories import call, done_run, scripted_agent, token_for, waiting_run
 from tests.runs.helpers import drive
 
 pytestmark = pytest.mark.django_db
@@ -87,9 +87,9 @@ def seqs(events: list[dict[str, Any]]) -> list[int]:
     return [e["seq"] for e in events]
 
 
-def test_stream_shows_a_runs_events_and_closes_after_run_finish(api):
+def test_stream_shows_a_runs_events_and_closes_after_run_finish(operator_api):
     run = done_run()
-    reader = Reader(api.get(url(run)))
+    reader = Reader(operator_api.get(url(run)))
     opening = reader.next()
     assert opening is not None and opening["retry"] == "2000"
     events = reader.events()
@@ -100,10 +100,10 @@ def test_stream_shows_a_runs_events_and_closes_after_run_finish(api):
     assert events[-1]["event_type"] == "run_finish"
 
 
-def test_stream_delivers_events_as_the_worker_persists_them(api):
+def test_stream_delivers_events_as_the_worker_persists_them(operator_api):
     agent = scripted_agent([{"text": "live"}])
     run = run_start(agent=agent, messages="go")
-    reader = Reader(api.get(url(run)))
+    reader = Reader(operator_api.get(url(run)))
     reader.next()  # opening
     first = reader.next()  # committed with the submission
     assert first["data"]["event_type"] == "run_start"
@@ -116,33 +116,33 @@ def test_stream_delivers_events_as_the_worker_persists_them(api):
     assert reader.ended
 
 
-def test_reconnecting_with_last_event_id_resumes_with_no_gap_and_no_duplicate(api):
+def test_reconnecting_with_last_event_id_resumes_with_no_gap_and_no_duplicate(operator_api):
     run = done_run()
-    first = Reader(api.get(url(run)))
+    first = Reader(operator_api.get(url(run)))
     seen = first.events(4)
     first.close()
     assert seqs(seen) == [1, 2, 3, 4]
-    second = Reader(api.get(url(run), HTTP_LAST_EVENT_ID=str(seen[-1]["seq"])))
+    second = Reader(operator_api.get(url(run), HTTP_LAST_EVENT_ID=str(seen[-1]["seq"])))
     rest = second.events()
     assert second.ended
     assert seqs(seen + rest) == list(range(1, run.last_event_seq + 1))
     # after_seq does the same; Last-Event-ID wins when both are sent
-    by_param = Reader(api.get(url(run), {"after_seq": 6})).events()
+    by_param = Reader(operator_api.get(url(run), {"after_seq": 6})).events()
     assert seqs(by_param)[0] == 7
-    both = Reader(api.get(url(run), {"after_seq": 1}, HTTP_LAST_EVENT_ID="5")).events()
+    both = Reader(operator_api.get(url(run), {"after_seq": 1}, HTTP_LAST_EVENT_ID="5")).events()
     assert seqs(both)[0] == 6
 
 
-def test_without_follow_a_waiting_run_closes_after_its_run_finish(api):
+def test_without_follow_a_waiting_run_closes_after_its_run_finish(operator_api):
     run = waiting_run()
-    reader = Reader(api.get(url(run)))
+    reader = Reader(operator_api.get(url(run)))
     events = reader.events()
     assert reader.ended
     assert events[-1]["event_type"] == "run_finish"
     assert events[-1]["termination"] == {"type": "suspended"}
 
 
-def test_without_follow_an_interrupted_activation_does_not_close_the_stream(api):
+def test_without_follow_an_interrupted_activation_does_not_close_the_stream(operator_api):
     from runs.services.execution import run_claim, runs_sweep
     from tests.runs.helpers import expire_lease
 
@@ -150,7 +150,7 @@ def test_without_follow_an_interrupted_activation_does_not_close_the_stream(api)
     assert run_claim(run_id=run.pk, worker="dies") is not None
     expire_lease(run)
     assert runs_sweep()["recovered"] == 1  # closes the dead worker's activation
-    reader = Reader(api.get(url(run)))
+    reader = Reader(operator_api.get(url(run)))
     first = reader.events(2)
     assert [e["event_type"] for e in first] == ["run_start", "error"]
     assert first[-1]["code"] == "activation_interrupted"
@@ -161,9 +161,9 @@ def test_without_follow_an_interrupted_activation_does_not_close_the_stream(api)
     assert rest[-1]["event_type"] == "run_finish" and rest[-1]["result"]["status"] == "done"
 
 
-def test_follow_keeps_streaming_while_the_run_resumes(api):
+def test_follow_keeps_streaming_while_the_run_resumes(operator_api):
     run = waiting_run()
-    reader = Reader(api.get(url(run), {"follow": "true"}))
+    reader = Reader(operator_api.get(url(run), {"follow": "true"}))
     first = reader.events(run.last_event_seq)
     assert first[-1]["event_type"] == "run_finish"
     message = reader.next()
@@ -181,39 +181,43 @@ def test_follow_keeps_streaming_while_the_run_resumes(api):
     assert seqs(first + rest) == list(range(1, run.last_event_seq + 1))
 
 
-def test_stream_of_a_finished_run_from_its_end_closes_at_once(api):
+def test_stream_of_a_finished_run_from_its_end_closes_at_once(operator_api):
     run = done_run()
     reader = Reader(
-        api.get(url(run), {"follow": "true"}, HTTP_LAST_EVENT_ID=str(run.last_event_seq))
+        operator_api.get(url(run), {"follow": "true"}, HTTP_LAST_EVENT_ID=str(run.last_event_seq))
     )
     assert reader.events() == [] and reader.ended
 
 
-def test_stream_stops_after_its_maximum_duration(api, monkeypatch):
+def test_stream_stops_after_its_maximum_duration(operator_api, monkeypatch):
     monkeypatch.setattr(stream, "MAX_STREAM_SECONDS", 0.1)
     run = waiting_run()
-    reader = Reader(api.get(url(run), {"follow": "true", "after_seq": run.last_event_seq}))
+    reader = Reader(operator_api.get(url(run), {"follow": "true", "after_seq": run.last_event_seq}))
     comments = []
     while (message := reader.next()) is not None:
         comments.append(message.get("comment", ""))
     assert any("max duration" in c for c in comments)
 
 
-def test_stream_errors_are_json(api, viewer_api, anon):
+def test_stream_errors_are_json(operator_api, viewer_api, anonymous_api):
     run = done_run()
     assert_error(
-        api.get("/api/v1/runs/0190e7a0-0000-7000-8000-000000000000/events/stream"), 404, "not_found"
+        operator_api.get("/api/v1/runs/0190e7a0-0000-7000-8000-000000000000/events/stream"),
+        404,
+        "not_found",
     )
-    assert_error(api.get(url(run), HTTP_LAST_EVENT_ID="abc"), 400, "invalid")
-    assert_error(api.get(url(run), {"after_seq": "-3"}), 400, "invalid")
-    assert_error(anon.get(url(run), HTTP_ACCEPT="text/event-stream"), 401, "not_authenticated")
+    assert_error(operator_api.get(url(run), HTTP_LAST_EVENT_ID="abc"), 400, "invalid")
+    assert_error(operator_api.get(url(run), {"after_seq": "-3"}), 400, "invalid")
+    assert_error(
+        anonymous_api.get(url(run), HTTP_ACCEPT="text/event-stream"), 401, "not_authenticated"
+    )
     assert viewer_api.get(url(run)).status_code == 200
 
 
-def test_stream_under_asgi_uses_an_async_iterator(operator):
+def test_stream_under_asgi_uses_an_async_iterator(operator_user):
     run = done_run()
     client = AsyncClient()
-    auth = {"Authorization": f"Bearer {token_for(operator)}"}
+    auth = {"Authorization": f"Bearer {token_for(operator_user)}"}
 
     async def read() -> tuple[Any, list[bytes]]:
         response = await client.get(url(run), {"after_seq": 2}, headers=auth)
@@ -226,12 +230,12 @@ def test_stream_under_asgi_uses_an_async_iterator(operator):
     assert seqs(events) == list(range(3, run.last_event_seq + 1))
 
 
-def test_asgi_stream_sends_before_the_run_ends(operator, monkeypatch):
+def test_asgi_stream_sends_before_the_run_ends(operator_user, monkeypatch):
     """Under ASGI the chunks go out as they come (a sync iterator would be read whole first)."""
     monkeypatch.setattr(stream, "MAX_STREAM_SECONDS", 5.0)
     run = run_start(agent=scripted_agent([{"text": "x"}]), messages="go")  # run_start only
     client = AsyncClient()
-    auth = {"Authorization": f"Bearer {token_for(operator)}"}
+    auth = {"Authorization": f"Bearer {token_for(operator_user)}"}
 
     async def first_two() -> list[bytes]:
         response = await client.get(url(run), {"follow": "true"}, headers=auth)
@@ -258,11 +262,11 @@ class _BrokenLayer:
         raise ConnectionError("redis is down")
 
 
-def test_asgi_stream_polls_the_log_when_the_channel_layer_is_down(operator, monkeypatch):
+def test_asgi_stream_polls_the_log_when_the_channel_layer_is_down(operator_user, monkeypatch):
     monkeypatch.setattr(stream, "get_channel_layer", lambda: _BrokenLayer())
     run = done_run()
     client = AsyncClient()
-    auth = {"Authorization": f"Bearer {token_for(operator)}"}
+    auth = {"Authorization": f"Bearer {token_for(operator_user)}"}
 
     async def read() -> tuple[Any, list[bytes]]:
         response = await client.get(url(run), headers=auth)
@@ -275,12 +279,12 @@ def test_asgi_stream_polls_the_log_when_the_channel_layer_is_down(operator, monk
     assert events[-1]["event_type"] == "run_finish"
 
 
-def test_post_runs_with_accept_event_stream_streams_the_new_run(api, operator):
+def test_post_runs_with_accept_event_stream_streams_the_new_run(operator_api, operator_user):
     """Upstream's POST /v1/runs answers with the run's events: one request per run."""
     agent = scripted_agent(
         [{"text": "", "tool_calls": [call("calculator", {"expression": "6*7"})]}, {"text": "42"}]
     )
-    response = api.post(
+    response = operator_api.post(
         "/api/v1/runs",
         {"agent_id": agent.slug, "messages": [{"role": "user", "content": "6*7?"}]},
         format="json",
@@ -298,9 +302,9 @@ def test_post_runs_with_accept_event_stream_streams_the_new_run(api, operator):
     assert seqs(events) == list(range(1, Run.objects.get(pk=run.pk).last_event_seq + 1))
 
 
-def test_streaming_post_errors_and_the_list_stay_json(api):
+def test_streaming_post_errors_and_the_list_stay_json(operator_api):
     sse = {"HTTP_ACCEPT": "text/event-stream"}
     body = {"agent_id": "nobody", "messages": [{"role": "user", "content": "hi"}]}
-    assert_error(api.post("/api/v1/runs", body, format="json", **sse), 404, "not_found")
-    listed = api.get("/api/v1/runs", **sse)  # a list is JSON whatever the client accepts
+    assert_error(operator_api.post("/api/v1/runs", body, format="json", **sse), 404, "not_found")
+    listed = operator_api.get("/api/v1/runs", **sse)  # a list is JSON whatever the client accepts
     assert listed.status_code == 200 and listed["Content-Type"] == "application/json"

@@ -13,17 +13,18 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 from django.utils import timezone
 
-from runs.api import tokens as token_module
-from runs.models import ApiToken, AuditEntry
-from tests.api.conftest import assert_error, bearer, token_for, user_in
+from common.api import tokens as token_module
+from common.models import ApiToken, AuditEntry
+from tests.api.helpers import assert_error
+from tests.factories import bearer, token_for, user_with_role
 
 pytestmark = pytest.mark.django_db
 
 RUNS = "/api/v1/runs"
 
 
-def test_token_lifecycle(operator):
-    raw = token_for(operator, "ci")
+def test_token_lifecycle(operator_user):
+    raw = token_for(operator_user, "ci")
     token = ApiToken.objects.get()
     assert raw.startswith(f"{token.prefix}_") and token.prefix.startswith("awk_")
     assert token.token_hash == hashlib.sha256(raw.encode()).hexdigest()
@@ -55,8 +56,8 @@ def test_token_lifecycle(operator):
     assert_error(client.get(RUNS), 401, "authentication_failed")
 
 
-def test_expired_token_is_refused(operator):
-    raw = token_for(operator, "short", expires_at=timezone.now() + dt.timedelta(hours=1))
+def test_expired_token_is_refused(operator_user):
+    raw = token_for(operator_user, "short", expires_at=timezone.now() + dt.timedelta(hours=1))
     client = bearer(raw)
     assert client.get(RUNS).status_code == 200
     ApiToken.objects.update(expires_at=timezone.now() - dt.timedelta(seconds=1))
@@ -64,29 +65,32 @@ def test_expired_token_is_refused(operator):
     assert_error(client.get(RUNS), 401, "authentication_failed")
 
 
-def test_token_of_an_inactive_user_is_refused(operator):
-    client = bearer(token_for(operator))
-    operator.is_active = False
-    operator.save()
+def test_token_of_an_inactive_user_is_refused(operator_user):
+    client = bearer(token_for(operator_user))
+    operator_user.is_active = False
+    operator_user.save()
     assert_error(client.get(RUNS), 401, "authentication_failed")
 
 
-def test_token_acts_with_its_users_current_permissions(viewer):
-    client = bearer(token_for(viewer))
+def test_token_acts_with_its_users_current_permissions(viewer_user):
+    client = bearer(token_for(viewer_user))
     assert_error(client.post(RUNS, {}, format="json"), 403, "permission_denied")
-    viewer.groups.clear()
+    viewer_user.groups.clear()
     assert_error(client.get(RUNS), 403, "permission_denied")
 
 
-def test_create_rejects_bad_input(operator):
+def test_create_rejects_bad_input(operator_user):
     actor = token_module.Actor(label="t")
     with pytest.raises(token_module.InvalidInput):
-        token_module.token_create(user=operator, name="  ", actor=actor)
+        token_module.token_create(user=operator_user, name="  ", actor=actor)
     with pytest.raises(token_module.InvalidInput):
-        token_module.token_create(user=operator, name="x" * 101, actor=actor)
+        token_module.token_create(user=operator_user, name="x" * 101, actor=actor)
     with pytest.raises(token_module.InvalidInput):
         token_module.token_create(
-            user=operator, name="old", expires_at=timezone.now() - dt.timedelta(days=1), actor=actor
+            user=operator_user,
+            name="old",
+            expires_at=timezone.now() - dt.timedelta(days=1),
+            actor=actor,
         )
     assert not ApiToken.objects.exists()
 
@@ -95,7 +99,7 @@ def test_create_rejects_bad_input(operator):
 
 
 def test_tokens_page_creates_shows_once_and_revokes(client):
-    user = user_in("viewer", "vera")
+    user = user_with_role("viewer", "vera")
     client.force_login(user)
     url = reverse("runs:tokens")
     page = client.get(url)
@@ -135,8 +139,8 @@ def test_tokens_page_creates_shows_once_and_revokes(client):
 
 
 def test_tokens_page_validation_and_ownership(client):
-    owner = user_in("operator", "owen")
-    other = user_in("operator", "otto")
+    owner = user_with_role("operator", "owen")
+    other = user_with_role("operator", "otto")
     client.force_login(other)
     refused = client.post(reverse("runs:tokens"), {"name": ""})
     assert refused.status_code == 400 and b"name" in refused.content
@@ -159,7 +163,7 @@ def test_tokens_page_needs_login(client):
 # --- the command ---------------------------------------------------------------------------------
 
 
-def test_create_api_token_command_prints_a_working_token(operator):
+def test_create_api_token_command_prints_a_working_token(operator_user):
     out = io.StringIO()
     call_command("create_api_token", "olga", "--name", "script", "--expires-days", "7", stdout=out)
     raw = out.getvalue().strip()

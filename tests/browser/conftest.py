@@ -7,7 +7,8 @@ test database.
   (prefork) subprocess, as in tests/integration.
 
 Skipped when /usr/bin/chromium (or playwright) is missing, unless AWAKEN_REQUIRE_BROWSER=1,
-which makes them fail instead.
+which makes them fail instead. A Content-Security-Policy violation on any page a test
+opened through `new_page` fails that test.
 """
 
 from __future__ import annotations
@@ -62,9 +63,13 @@ def _required() -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests here that use the browser (directly or through `new_page`) are `browser`
+    tests; the others (the CSP header checks) run with Django's test client only."""
     reason = _missing_browser()
     for item in items:
         if not Path(str(item.fspath)).resolve().is_relative_to(HERE):
+            continue
+        if "browser" not in getattr(item, "fixturenames", ()):
             continue
         item.add_marker(pytest.mark.browser)
         if reason is not None and not _required():
@@ -111,11 +116,57 @@ def browser() -> Iterator[Any]:
             os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
 
 
+# Reports every Content-Security-Policy violation of a document to the test (the binding
+# is Playwright's, added to each page by the test: nothing the site ships).
+CSP_VIOLATIONS = """document.addEventListener("securitypolicyviolation", (event) => {
+  window.__reportCspViolation(
+    event.effectiveDirective + " blocked " + (event.blockedURI || "(inline)") + " on " +
+    location.pathname + " (" + (event.sourceFile || "the document") + ":" + event.lineNumber + ")"
+  );
+});"""
+
+
+def _watch_csp(context: Any, violations: list[str]) -> None:
+    """Record the CSP violations of every page of `context` in `violations`: the DOM's
+    securitypolicyviolation events and the console's "Refused to ..." messages."""
+    context.expose_binding(
+        "__reportCspViolation", lambda _source, text: violations.append(str(text))
+    )
+    context.add_init_script(CSP_VIOLATIONS)
+
+    def on_console(message: Any) -> None:
+        if "Content Security Policy" in message.text:
+            violations.append(f"console: {message.text}")
+
+    context.on("console", on_console)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """A browser test fails when any page it opened reported a CSP violation."""
+    result = yield
+    pages = getattr(item, "csp_pages", [])
+    for page in pages:  # deliver the reports still on their way from the browser
+        with contextlib.suppress(Exception):
+            page.evaluate("0")
+    violations = getattr(item, "csp_violations", [])
+    if violations:
+        pytest.fail("Content-Security-Policy violations:\n" + "\n".join(violations))
+    return result
+
+
 @pytest.fixture
-def new_page(browser: Any, live_server_url: str) -> Iterator[Callable[..., Any]]:
+def new_page(
+    request: pytest.FixtureRequest, browser: Any, live_server_url: str
+) -> Iterator[Callable[..., Any]]:
     """Open a page in a fresh browser context (its own cookies: one context per person).
-    Every dialog is recorded in `page.dialogs` and dismissed."""
+    Every dialog is recorded in `page.dialogs` and dismissed; a Content-Security-Policy
+    violation on any of its pages fails the test."""
     contexts: list[Any] = []
+    violations: list[str] = []
+    pages: list[Any] = []
+    request.node.csp_violations = violations
+    request.node.csp_pages = pages
 
     def open_page() -> Any:
         context = browser.new_context(
@@ -124,7 +175,9 @@ def new_page(browser: Any, live_server_url: str) -> Iterator[Callable[..., Any]]
         context.set_default_timeout(TIMEOUT_MS)
         context.set_default_navigation_timeout(TIMEOUT_MS)
         contexts.append(context)
+        _watch_csp(context, violations)
         page = context.new_page()
+        pages.append(page)
         page.dialogs = []
 
         def on_dialog(dialog: Any) -> None:

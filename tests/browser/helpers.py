@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 from playwright.sync_api import expect
@@ -20,13 +21,41 @@ APPROVAL = {
 }
 
 
-def login(page: Any, username: str, password: str = "pw") -> None:
-    """Log in through the login page's form."""
-    page.goto("/login/")
+def login(page: Any, username: str, password: str = "pw", *, admin: bool = False) -> None:
+    """Log in through a login form: the site's (/login/), or the admin's (/admin/login/)
+    with `admin`. Returns once the page shows the user logged in."""
+    page.goto("/admin/login/" if admin else "/login/")
     page.get_by_label("Username").fill(username)
     page.get_by_label("Password").fill(password)
     page.get_by_role("button", name="Log in").click()
-    expect(page.locator(".whoami")).to_contain_text(username)
+    if admin:
+        page.locator("#user-tools").wait_for()
+    else:
+        page.locator(".whoami").wait_for()
+        expect(page.locator(".whoami")).to_contain_text(username)
+
+
+def route_sockets(page: Any, path: str) -> list[Any]:
+    """Route the page's websockets whose URL contains `path` through Playwright, on to the
+    server with every frame unchanged. Returns the page-side routes, newest last, for the
+    test to drop one (`route.close()` closes the page's socket and the server's)."""
+    routes: list[Any] = []
+
+    def handle(route: Any) -> None:
+        route.connect_to_server()
+        routes.append(route)
+
+    page.route_web_socket(re.compile(re.escape(path)), handle)
+    return routes
+
+
+def wait_new_socket(page: Any, routes: list[Any], count: int, timeout: float = 20) -> Any:
+    """Wait until the page opened more than `count` routed sockets; returns the newest."""
+    deadline = time.monotonic() + timeout
+    while len(routes) <= count:  # the routes arrive while Playwright is called
+        assert time.monotonic() < deadline, f"no new socket after {count} within {timeout}s"
+        page.wait_for_timeout(50)
+    return routes[-1]
 
 
 def csrf_token(page: Any) -> str:

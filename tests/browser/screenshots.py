@@ -80,9 +80,10 @@ def _prepare_database() -> None:
     django.setup()
     from django.contrib.auth.models import Group, User
 
+    from agents.errors import NothingToPublish
     from agents.models import Agent, Model, ModelProvider
-    from agents.services import NothingToPublish, agent_publish
-    from runs.services.audit import Actor
+    from agents.services.agents import agent_publish
+    from common.audit import Actor
 
     call_command("migrate", verbosity=0, interactive=False)
     with contextlib.redirect_stdout(io.StringIO()):
@@ -261,14 +262,11 @@ def _capture(page: Any, demo: Demo, out: Path) -> list[Path]:
 def _capture_admin(context: Any, out: Path) -> list[Path]:
     """The configuration pages, as an admin (a second session in the same browser)."""
     from agents.models import Agent
+    from tests.browser.helpers import login
 
     context.clear_cookies()
     page = context.new_page()
-    page.goto("/admin/login/")
-    page.get_by_label("Username").fill(ADMIN[0])
-    page.get_by_label("Password").fill(ADMIN[1])
-    page.get_by_role("button", name="Log in").click()
-    page.locator("#user-tools").wait_for()
+    login(page, *ADMIN, admin=True)
     base = f"/admin/agents/agent/{Agent.objects.get(slug='approver').pk}/"
     written = []
     for name, where in ADMIN_PAGES:
@@ -305,6 +303,8 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
         from playwright.sync_api import sync_playwright
 
+        from tests.browser.helpers import login  # imports models: after django.setup()
+
         with _server(env, Path(tmp)) as url, sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             context = browser.new_context(
@@ -312,11 +312,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             context.set_default_timeout(15_000)
             page = context.new_page()
-            page.goto("/login/")
-            page.get_by_label("Username").fill(OPERATOR[0])
-            page.get_by_label("Password").fill(OPERATOR[1])
-            page.get_by_role("button", name="Log in").click()
-            page.locator(".whoami").wait_for()
+            login(page, *OPERATOR)
             demo = Demo(page)
             _create_demo_data(demo)
             written = _capture(page, demo, out)

@@ -11,18 +11,21 @@ from django.core.management import call_command
 from playwright.sync_api import expect
 
 from agents.models import Note
-from runs.models import AuditEntry, Decision, Run, Ticket
+from common.models import AuditEntry
+from runs.models import Decision, Run, Ticket
 from tests.browser.helpers import (
     APPROVAL,
     csrf_token,
     login,
     mark_page,
     post,
+    route_sockets,
     run_id_of,
     start_run,
     still_same_page,
     timeline_seqs,
     wait_db,
+    wait_new_socket,
     wait_status,
 )
 from tests.factories import call, scripted_agent, user_with_role
@@ -164,6 +167,7 @@ def test_a_dropped_socket_reconnects_and_the_timeline_has_every_event_once(new_p
     page = new_page()
     login(page, "opa")
     run_id = start_run(page, "slowpoke", "take your time")
+    sockets = route_sockets(page, f"/ws/runs/{run_id}/")
     page.goto(f"/runs/{run_id}/")
     mark_page(page)
     conn = page.locator("#conn")
@@ -175,10 +179,11 @@ def test_a_dropped_socket_reconnects_and_the_timeline_has_every_event_once(new_p
             f"{at_least} events",
         )
         assert Run.objects.get(pk=run_id).status != "done", "the run ended before the drop"
-        page.evaluate("window.__dropped = window.__awakenSocket; window.__awakenSocket.close()")
-        page.wait_for_function(
-            "window.__awakenSocket !== window.__dropped && window.__awakenSocket.readyState === 1"
-        )  # a new socket, open: it resumed after the last seq the page had
+        opened = len(sockets)
+        sockets[-1].close()  # dropped, as by the network: the page reconnects
+        resumed = wait_new_socket(page, sockets, opened)
+        assert "?after_seq=" in resumed.url, resumed.url  # resumes after the page's last seq
+        expect(conn).to_have_text("live")  # the new socket is open
 
     expect(conn).to_have_text("live")
     run = wait_status(run_id, "done")

@@ -9,10 +9,11 @@ from playwright.sync_api import expect
 from tests.browser.helpers import login, start_run
 from tests.browser.test_operator_flows import pending_ticket
 from tests.factories import user_with_role
-from tests.processes import free_port
 
-# While `__offline`, the page's sockets go to a port nobody listens on: each attempt fails
-# at once, as it does without a network, and is counted.
+# While `__offline`, the page's sockets go to a websocket path the server routes nowhere
+# (on the page's own host, which the Content-Security-Policy allows): each attempt fails
+# at once, as it does without a network, and is counted. `__liveSocket` is the last socket
+# opened while online, for the test to drop (the site's script exposes none).
 OFFLINE_SOCKETS = """(() => {
   const Real = window.WebSocket;
   window.__offline = false;
@@ -30,8 +31,9 @@ OFFLINE_SOCKETS = """(() => {
       if (!offline && window.__onlineAt !== null && window.__reconnectAt === null) {
         window.__reconnectAt = performance.now();
       }
-      super(offline ? "ws://127.0.0.1:%d/" : url, protocols);
+      super(offline ? new URL("/ws/offline/", url).href : url, protocols);
       if (offline) { this.addEventListener("close", () => { window.__failed++; }); }
+      else { window.__liveSocket = this; }
     }
   };
 })();"""
@@ -41,7 +43,7 @@ def test_the_stream_reconnects_at_once_when_the_browser_is_back_online(new_page)
     call_command("seed_demo", verbosity=0)
     user_with_role("operator", "opa")
     page = new_page()
-    page.add_init_script(OFFLINE_SOCKETS % free_port())
+    page.add_init_script(OFFLINE_SOCKETS)
     login(page, "opa")
     run_id = start_run(page, "approver", "please write a note about lunch")
     pending_ticket(run_id)
@@ -50,10 +52,12 @@ def test_the_stream_reconnects_at_once_when_the_browser_is_back_online(new_page)
     expect(conn).to_have_text("live")
 
     page.context.set_offline(True)
-    page.evaluate("window.__offline = true; window.__awakenSocket.close()")
+    page.evaluate("window.__offline = true; window.__liveSocket.close()")
     # four failed attempts: the next one is planned 3.2 to 6.4 s later
     # (each failure is quick, but a loaded machine delays the browser's close events)
-    page.wait_for_function("window.__failed >= 4", polling=50, timeout=45_000)
+    # a function, not an expression: Playwright would eval() an expression, which the
+    # page's Content-Security-Policy forbids
+    page.wait_for_function("() => window.__failed >= 4", polling=50, timeout=45_000)
     expect(conn).to_have_text("reconnecting…")
 
     page.evaluate("window.__offline = false")

@@ -18,8 +18,7 @@ from django.db import connection
 
 from runs.models import Run
 from runs.services.runs import run_start
-from tests.api.conftest import token_for, waiting_run
-from tests.factories import call, scripted_agent
+from tests.factories import call, scripted_agent, token_for, waiting_run
 from tests.processes import database_url, free_port, wait_for
 
 POOL_MAX = 8

@@ -16,16 +16,14 @@ from django.db import connection
 from django.test import Client
 
 from agents.models import Note
+from common.audit import Actor
 from runs.models import Decision, Message, Run, RunEvent, Ticket, ToolCall
-from runs.services.audit import Actor
 from runs.services.runs import run_cancel, run_start
 from runs.services.tickets import decision_submit
-from tests.factories import call, scripted_agent
+from tests.factories import APPROVAL, call, scripted_agent
 from tests.integration.conftest import redis_restart
 from tests.processes import free_port, wait_for
 from tests.runs.helpers import activations, assert_activations_closed, events
-
-APPROVAL = {"default_behavior": "allow", "rules": [{"tool": "write_note", "behavior": "ask"}]}
 
 
 def gap_free(run: Run) -> bool:

@@ -24,10 +24,9 @@ from runs.models import Run, RunEvent, Ticket
 from runs.realtime import run_group
 from runs.services.runs import run_start
 from runs.services.tickets import decision_submit
-from tests.factories import call, scripted_agent
+from tests.factories import APPROVAL, call, scripted_agent
 from tests.processes import Proc, free_port, wait_for
 
-APPROVAL = {"default_behavior": "allow", "rules": [{"tool": "write_note", "behavior": "ask"}]}
 MAX_CLIENTS = 40  # connections opened until both processes hold some
 
 

@@ -10,10 +10,10 @@ import time
 import httpx
 from django.contrib.auth.models import User
 
+from common.api.tokens import token_create
+from common.audit import Actor
 from runs.api import stream
-from runs.api.tokens import token_create
 from runs.models import Run
-from runs.services.audit import Actor
 from runs.services.runs import run_cancel, run_start
 from tests.factories import scripted_agent
 from tests.processes import free_port

@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+# each test runs migrate, seed_demo and the commands in child processes: ~10 s a test
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 DECIDE = re.compile(r"decide with: python manage.py decide (\S+) approve")
 

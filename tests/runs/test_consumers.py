@@ -8,27 +8,14 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
-from django.contrib.auth.models import AnonymousUser, Permission, User
-from django.utils import timezone
+from django.contrib.auth.models import AnonymousUser, User
 
 from runs.models import RunEvent
 from runs.realtime import run_group
 from runs.routing import websocket_urlpatterns
-from runs.services.runs import run_start
-from tests.factories import scripted_agent, user_with_role
-from tests.runs.helpers import drive
+from tests.factories import done_run, step_end_event, user_with_role, view_only_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def finished_run():
-    return drive(run_start(agent=scripted_agent([{"text": "hello there"}]), messages="hi"))
-
-
-def viewer() -> User:
-    user = User.objects.create_user("viewer", password="x")
-    user.user_permissions.add(Permission.objects.get(codename="view_run"))
-    return User.objects.get(pk=user.pk)
 
 
 async def _connect(path: str, user) -> WebsocketCommunicator:
@@ -61,8 +48,8 @@ async def _receive_seqs(communicator: WebsocketCommunicator, count: int) -> list
 
 
 def test_replays_persisted_events_after_the_given_seq_in_order():
-    run = finished_run()
-    user = viewer()
+    run = done_run("hello there")
+    user = view_only_user()
 
     async def scenario():
         communicator, seqs = await _subscribed(f"/ws/runs/{run.pk}/?after_seq=3", user)
@@ -74,8 +61,8 @@ def test_replays_persisted_events_after_the_given_seq_in_order():
 
 
 def test_live_frames_already_replayed_are_dropped_and_gaps_are_backfilled():
-    run = finished_run()
-    user = viewer()
+    run = done_run("hello there")
+    user = view_only_user()
     last = run.last_event_seq
     layer = get_channel_layer()
 
@@ -101,13 +88,7 @@ async def _add_events(run, last):
 
     def add():
         for seq in (last + 1, last + 2):
-            RunEvent.objects.create(
-                run=run,
-                seq=seq,
-                event_type="step_end",
-                payload={"event_type": "step_end"},
-                created_at=timezone.now(),
-            )
+            step_end_event(run, seq).save()
 
     await database_sync_to_async(add)()
 
@@ -119,8 +100,8 @@ async def _frame(run, seq):
 
 
 def test_live_token_deltas_are_forwarded_without_seq():
-    run = finished_run()
-    user = viewer()
+    run = done_run("hello there")
+    user = view_only_user()
 
     async def scenario():
         communicator, seqs = await _subscribed(
@@ -142,11 +123,11 @@ def test_live_token_deltas_are_forwarded_without_seq():
     ("who", "code"), [("anonymous", 4401), ("nobody", 4403), ("viewer-unknown-run", 4404)]
 )
 def test_close_codes(who, code):
-    run = finished_run()
+    run = done_run("hello there")
     user = {
         "anonymous": lambda: AnonymousUser(),
         "nobody": lambda: User.objects.create_user("nobody", password="x"),
-        "viewer-unknown-run": viewer,
+        "viewer-unknown-run": view_only_user,
     }[who]()
     target = "00000000-0000-0000-0000-000000000000" if who == "viewer-unknown-run" else run.pk
 
@@ -159,8 +140,8 @@ def test_close_codes(who, code):
 
 
 def test_an_action_sent_over_the_socket_by_a_viewer_closes_it_with_4403():
-    run = finished_run()
-    user = viewer()
+    run = done_run("hello there")
+    user = view_only_user()
 
     async def scenario():
         communicator, _ = await _subscribed(
@@ -174,7 +155,7 @@ def test_an_action_sent_over_the_socket_by_a_viewer_closes_it_with_4403():
 
 
 def test_an_operator_is_told_the_socket_is_read_only():
-    run = finished_run()
+    run = done_run("hello there")
     user = user_with_role("operator", "op")
 
     async def scenario():

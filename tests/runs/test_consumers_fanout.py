@@ -9,6 +9,7 @@ import asyncio
 import itertools
 import json
 import logging
+import math
 from typing import Any
 
 import pytest
@@ -17,16 +18,14 @@ from channels.db import database_sync_to_async
 from channels.layers import InMemoryChannelLayer
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
-from django.contrib.auth.models import Permission, User
-from django.utils import timezone
+from django.contrib.auth.models import User
 
 from runs import consumers, fanout
-from runs.models import Run, RunEvent
+from runs.models import Run
 from runs.realtime import DASHBOARD_GROUP, run_group
 from runs.routing import websocket_urlpatterns
-from runs.services.runs import run_start
-from tests.factories import scripted_agent
-from tests.runs.helpers import drive
+from tests.factories import done_run, step_end_event, view_only_user
+from tests.processes import wait_for_async
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -76,16 +75,6 @@ def layer(monkeypatch: pytest.MonkeyPatch) -> Layer:
     return layer
 
 
-def finished_run() -> Run:
-    return drive(run_start(agent=scripted_agent([{"text": "hello there"}]), messages="hi"))
-
-
-def viewer() -> User:
-    user = User.objects.create_user("viewer", password="x")
-    user.user_permissions.add(Permission.objects.get(codename="view_run"))
-    return User.objects.get(pk=user.pk)
-
-
 async def connect(path: str, user: User) -> WebsocketCommunicator:
     """Connected and past the replay (the path asks for none)."""
     communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), path)
@@ -116,8 +105,8 @@ async def until_left(layer: Layer, group: str) -> None:
 
 
 def test_sockets_on_one_run_share_one_member_and_one_render_per_event(layer, monkeypatch):
-    run = finished_run()
-    user = viewer()
+    run = done_run("hello there")
+    user = view_only_user()
     last = run.last_event_seq
     renders: list[int] = []
     real_render = fanout.render_event_row
@@ -151,8 +140,8 @@ def test_sockets_on_one_run_share_one_member_and_one_render_per_event(layer, mon
 
 
 def test_a_busy_run_gets_batched_frames_and_a_quiet_one_single_frames_at_once(layer):
-    run = finished_run()
-    user = viewer()
+    run = done_run("hello there")
+    user = view_only_user()
     last = run.last_event_seq
     group = run_group(run.pk)
 
@@ -178,8 +167,8 @@ def test_a_busy_run_gets_batched_frames_and_a_quiet_one_single_frames_at_once(la
 
 
 def test_a_failing_group_add_is_retried_and_a_failing_discard_only_logged(layer, caplog):
-    run = finished_run()
-    user = viewer()
+    run = done_run("hello there")
+    user = view_only_user()
     last = run.last_event_seq
     group = run_group(run.pk)
     layer.fail_adds = 2
@@ -205,19 +194,13 @@ def test_a_failing_group_add_is_retried_and_a_failing_discard_only_logged(layer,
 
 def test_after_the_layer_fails_the_hub_joins_again_and_sockets_read_the_log(layer):
     """A Redis restart: the connection drops, groups and queued messages are gone."""
-    run = finished_run()
-    user = viewer()
+    run = done_run("hello there")
+    user = view_only_user()
     last = run.last_event_seq
     group = run_group(run.pk)
 
     def commit_unannounced(seq: int) -> None:
-        RunEvent.objects.create(
-            run=run,
-            seq=seq,
-            event_type="step_end",
-            payload={"event_type": "step_end"},
-            created_at=timezone.now(),
-        )
+        step_end_event(run, seq).save()
 
     async def scenario() -> None:
         socket = await connect(f"/ws/runs/{run.pk}/?after_seq={last}", user)
@@ -238,13 +221,19 @@ def test_after_the_layer_fails_the_hub_joins_again_and_sockets_read_the_log(laye
 def test_live_memberships_are_renewed_before_the_layer_expires_them(monkeypatch):
     layer = Layer(group_expiry=2)  # renewed every second
     monkeypatch.setattr(consumers, "get_channel_layer", lambda: layer)
-    run = finished_run()
-    user = viewer()
+    run = done_run("hello there")
+    user = view_only_user()
     last = run.last_event_seq
 
     async def scenario() -> None:
         socket = await connect(f"/ws/runs/{run.pk}/?after_seq={last}", user)
-        await asyncio.sleep(3.5)  # past group_expiry since the first group_add
+        loop = asyncio.get_running_loop()
+        expired_at = loop.time() + layer.group_expiry  # of the first group_add, done by now
+        await wait_for_async(
+            lambda: loop.time() > expired_at and layer.adds >= 3,
+            timeout=layer.group_expiry * 3,
+            what="group_expiry to pass since the first group_add, with renewals",
+        )
         await layer.group_send(
             run_group(run.pk), {"type": "run.events", "events": [frame(run, last + 1)]}
         )
@@ -275,7 +264,7 @@ def test_concurrent_group_calls_are_bounded_per_process():
 
 
 def test_dashboard_sockets_share_one_member(layer):
-    user = viewer()
+    user = view_only_user()
 
     async def scenario() -> None:
         sockets = [await connect("/ws/dashboard/", user) for _ in range(3)]
@@ -295,7 +284,7 @@ def test_dashboards_get_the_figures_rendered_once_per_process_while_runs_change(
     """However many dashboards are open and however many runs change, the figures are
     rendered at most once per FIGURES_EVERY_SECONDS (and once after the last change) and
     the same text is pushed to every dashboard; list pages without ?figures=1 get none."""
-    user = viewer()
+    user = view_only_user()
     renders: list[float] = []
 
     async def render() -> str:
@@ -304,15 +293,24 @@ def test_dashboards_get_the_figures_rendered_once_per_process_while_runs_change(
 
     monkeypatch.setattr(consumers, "_render_figures", render)
     monkeypatch.setattr(consumers, "FIGURES_EVERY_SECONDS", 0.3)
+    every = consumers.FIGURES_EVERY_SECONDS
 
     async def scenario() -> None:
+        loop = asyncio.get_running_loop()
         dashboards = [await connect("/ws/dashboard/?figures=1", user) for _ in range(3)]
         runs_list = await connect("/ws/dashboard/", user)
+        changed: list[float] = []
         for index in range(10):  # a change every 50 ms for half a second
             summary = {"id": f"r{index}", "status": "done"}
             await layer.group_send(DASHBOARD_GROUP, {"type": "run.changed", "run": summary})
+            changed.append(loop.time())
             await asyncio.sleep(0.05)
-        await asyncio.sleep(0.8)
+        # the render after the last change, then a quiet period: no render is due anymore
+        await wait_for_async(
+            lambda: renders and renders[-1] > changed[-1] and loop.time() > renders[-1] + every,
+            timeout=every * 4,
+            what="the figures rendered once after the last change",
+        )
         for socket in [*dashboards, runs_list]:
             messages = []
             while not await socket.receive_nothing(timeout=0.05):
@@ -323,9 +321,10 @@ def test_dashboards_get_the_figures_rendered_once_per_process_while_runs_change(
                 assert pushed == []
             else:
                 assert pushed == [f"<b>figures {n}</b>" for n in range(1, len(renders) + 1)]
-        # the first change at once, then every 0.3 s while changes come, and one after
-        assert 2 <= len(renders) <= 4
-        assert all(b - a >= 0.29 for a, b in itertools.pairwise(renders))
+        # the first change at once, then every `every` seconds while changes come, and one
+        # after: at most one render per period the changes spanned, plus those two
+        assert 2 <= len(renders) <= 2 + math.ceil((changed[-1] - changed[0]) / every)
+        assert all(b - a >= every - 0.01 for a, b in itertools.pairwise(renders))
         for socket in [*dashboards, runs_list]:
             await socket.disconnect()
         await until_left(layer, DASHBOARD_GROUP)
@@ -336,8 +335,8 @@ def test_dashboards_get_the_figures_rendered_once_per_process_while_runs_change(
 def test_frames_held_during_the_replay_are_sent_after_it_once(layer, monkeypatch):
     """A commit broadcast while a socket reads the log: it is in the replay or held, and
     sent once, after `ready`."""
-    run = finished_run()
-    user = viewer()
+    run = done_run("hello there")
+    user = view_only_user()
     last = run.last_event_seq
     group = run_group(run.pk)
     real_events_after = consumers._events_after

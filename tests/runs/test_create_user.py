@@ -13,7 +13,7 @@ from django.core.management.base import CommandError
 from django.db import connections
 from django.urls import reverse
 
-from runs.models import AuditEntry
+from common.models import AuditEntry
 from runs.roles import ROLES
 
 pytestmark = pytest.mark.django_db

@@ -17,19 +17,12 @@ from django.utils import timezone
 from agents.models import AgentVersion, Health, ModelProvider, RemoteEndpoint
 from runs.models import Run
 from tests.agents.providers_support import agent_on, openai_provider, priced_model, run_to_end
-from tests.factories import ProviderFactory, call, user_with_role
+from tests.factories import APPROVAL, ProviderFactory, call
 
 pytestmark = pytest.mark.django_db
 
 XSS = "<img src=x onerror=alert(1)>"
-APPROVAL = {"default_behavior": "allow", "rules": [{"tool": "write_note", "behavior": "ask"}]}
 NOTE = [{"text": "noting", "tool_calls": [call("write_note", {"title": "t", "body": "b"})]}]
-
-
-@pytest.fixture
-def viewer(client):
-    client.force_login(user_with_role("viewer"))
-    return client
 
 
 def world() -> dict[str, object]:
@@ -104,10 +97,10 @@ def listed(client, href: str) -> set[str]:
     return set(re.findall(r'id="run-row-([0-9a-f-]+)"', page))
 
 
-def test_the_panel_shows_health_errors_and_dependent_runs(viewer):
+def test_the_panel_shows_health_errors_and_dependent_runs(viewer_client):
     runs = world()
 
-    page = viewer.get(reverse("runs:dashboard")).content.decode()
+    page = viewer_client.get(reverse("runs:dashboard")).content.decode()
     section = panel(page)
 
     offline = row(section, "provider:offline")
@@ -126,41 +119,41 @@ def test_the_panel_shows_health_errors_and_dependent_runs(viewer):
     assert counts == ["1", "2", "2"]  # running, waiting, failed in the last 24 hours
     hrefs = re.findall(r'href="([^"]+)"', offline)
     running_href, waiting_href, failed_href = (html.unescape(h) for h in hrefs)
-    assert listed(viewer, running_href) == {str(runs["running"].pk)}
-    assert listed(viewer, waiting_href) == {str(r.pk) for r in runs["waiting"]}
-    assert listed(viewer, failed_href) == {str(runs["failed"].pk), str(runs["remote_failed"].pk)}
-    assert str(runs["old_failure"].pk) not in listed(viewer, failed_href)
+    assert listed(viewer_client, running_href) == {str(runs["running"].pk)}
+    assert listed(viewer_client, waiting_href) == {str(r.pk) for r in runs["waiting"]}
+    assert listed(viewer_client, failed_href) == {str(runs["failed"].pk), str(runs["remote_failed"].pk)}
+    assert str(runs["old_failure"].pk) not in listed(viewer_client, failed_href)
 
     partner_hrefs = [html.unescape(h) for h in re.findall(r'href="([^"]+)"', partner)]
     assert len(partner_hrefs) == 1 and "endpoint=partner" in partner_hrefs[0]
-    assert listed(viewer, partner_hrefs[0]) == {str(runs["remote_failed"].pk)}
+    assert listed(viewer_client, partner_hrefs[0]) == {str(runs["remote_failed"].pk)}
     assert re.findall(r'href="', remote) == []  # no runs depend on it: plain zeros
 
 
-def test_the_filtered_runs_list_keeps_its_provider_filter(viewer):
+def test_the_filtered_runs_list_keeps_its_provider_filter(viewer_client):
     world()
 
-    page = viewer.get(reverse("runs:run-list") + "?provider=offline&status=waiting").content
+    page = viewer_client.get(reverse("runs:run-list") + "?provider=offline&status=waiting").content
     text = page.decode()
 
     assert '<input type="hidden" name="provider" value="offline">' in text
     assert text.count('id="run-row-') == 2
-    nothing = viewer.get(reverse("runs:run-list") + "?provider=remote-llm").content.decode()
+    nothing = viewer_client.get(reverse("runs:run-list") + "?provider=remote-llm").content.decode()
     assert "No runs match." in nothing
 
 
-def test_the_panel_costs_the_same_queries_however_many_runs(viewer):
+def test_the_panel_costs_the_same_queries_however_many_runs(viewer_client):
     world()
     url = reverse("runs:dashboard-stats")
     with CaptureQueriesContext(connection) as few:
-        assert viewer.get(url).status_code == 200
+        assert viewer_client.get(url).status_code == 200
     failer = agent_on(
         priced_model(ProviderFactory(slug="offline"), slug="more", script=[{"error": "x"}])
     )
     for _ in range(5):
         run_to_end(failer)
     with CaptureQueriesContext(connection) as many:
-        page = viewer.get(url).content.decode()
+        page = viewer_client.get(url).content.decode()
     assert len(many) == len(few)
     assert (
         re.findall(
@@ -170,8 +163,8 @@ def test_the_panel_costs_the_same_queries_however_many_runs(viewer):
     )
 
 
-def test_no_providers_or_endpoints_says_so(viewer):
+def test_no_providers_or_endpoints_says_so(viewer_client):
     assert (
         "No model providers or remote endpoints are configured."
-        in viewer.get(reverse("runs:dashboard")).content.decode()
+        in viewer_client.get(reverse("runs:dashboard")).content.decode()
     )

@@ -11,16 +11,18 @@ from django.db import OperationalError, connection
 from django.utils import timezone
 
 from agents.models import Note
+from common.audit import Actor
+from common.errors import DecisionConflict, InvalidInput
 from runs.models import Message, Run, RunEvent, Ticket
 from runs.runtime.ports import LeaseLostError
+from runs.runtime.testing import play_turn
 from runs.services import dispatch
-from runs.services.audit import Actor
-from runs.services.errors import DecisionConflict, InvalidInput
 from runs.services.execution import run_advance, run_claim, run_execute, runs_sweep
 from runs.services.runs import run_cancel, run_start
 from runs.services.tickets import decision_submit
 from runs.store import OrmCheckpointStore
 from tests.factories import call, publish, scripted_agent
+from tests.processes import wait_for
 from tests.runs.helpers import (
     activations,
     assert_activations_closed,
@@ -331,17 +333,24 @@ def test_cancelling_a_parent_cancels_its_children():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_cancel_while_the_model_streams_ends_the_run_within_a_second():
+def test_cancel_while_the_model_streams_ends_the_run_within_a_second(monkeypatch):
+    from agents.providers import scripted
+
+    streaming = threading.Event()
+
+    def play_turn_telling_when_it_streams(turn, cancel):
+        for chunk in play_turn(turn, cancel):
+            streaming.set()
+            yield chunk
+
+    monkeypatch.setattr(scripted, "play_turn", play_turn_telling_when_it_streams)
     agent = scripted_agent([{"text": " ".join(["word"] * 40), "delay": 8}])
     run = run_start(agent=agent, messages="talk slowly")
     worker = threading.Thread(
         target=lambda: (run_advance(run_id=run.pk, worker="w1"), connection.close())
     )
     worker.start()
-    deadline = time.monotonic() + 5
-    while Run.objects.get(pk=run.pk).status != "running" and time.monotonic() < deadline:
-        time.sleep(0.02)
-    time.sleep(0.3)
+    streaming.wait(timeout=5)  # the model sent its first words
     asked = time.monotonic()
     run_cancel(run=run)
     worker.join(timeout=5)
@@ -357,6 +366,7 @@ def test_cancel_while_the_model_streams_ends_the_run_within_a_second():
     assert_gap_free(run)
 
 
+@pytest.mark.slow  # starts a Celery worker in this process
 @pytest.mark.django_db(transaction=True)
 def test_the_embedded_worker_runs_a_run_to_the_end():
     from runs.embedded import start_embedded_worker, stop_embedded_worker
@@ -433,23 +443,30 @@ def test_twenty_concurrent_decisions_apply_exactly_once():
 @pytest.mark.django_db(transaction=True)
 def test_the_process_lease_renewer_keeps_a_long_segment_and_stops_a_stolen_one(settings):
     from runs.runtime.ports import CancellationToken
-    from runs.services.execution import LeaseRenewer
+    from runs.services.leases import LeaseRenewer
 
-    settings.AWAKEN_LEASE_SECONDS = 0.6  # renewed every 0.2 s
+    settings.AWAKEN_LEASE_SECONDS = lease = 0.6
+    renew_every = lease / 3  # the renewer's period
     kept = run_start(agent=scripted_agent([{"text": "a"}]), messages="long")
     stolen = run_start(agent=scripted_agent([{"text": "b"}]), messages="taken")
     claims = [run_claim(run_id=run.pk, worker="w1") for run in (kept, stolen)]
     first_expiry = Run.objects.get(pk=kept.pk).lease_expires_at
+
+    def kept_lease_outlived_the_first() -> bool:
+        expiry = Run.objects.get(pk=kept.pk).lease_expires_at
+        return expiry > first_expiry + dt.timedelta(seconds=lease)
+
     renewer, tokens = LeaseRenewer(), [CancellationToken(), CancellationToken()]
     with renewer.hold(kept.pk, claims[0].attempt, tokens[0]):
         with renewer.hold(stolen.pk, claims[1].attempt, tokens[1]):
             Run.objects.filter(pk=stolen.pk).update(attempt=claims[1].attempt + 1)  # w2 took it
-            time.sleep(1.2)  # two leases long
+            wait_for(tokens[1].is_cancelled, timeout=2 * lease, what="the stolen run's stop")
             assert tokens[1].is_cancelled()  # the segment of the stolen run is told to stop
+        wait_for(kept_lease_outlived_the_first, timeout=3 * lease, what="the kept run's renewal")
         assert not tokens[0].is_cancelled()
         assert Run.objects.get(pk=kept.pk).lease_expires_at > first_expiry + dt.timedelta(
-            seconds=0.6
+            seconds=lease
         )
     Run.objects.filter(pk=kept.pk).update(lease_expires_at=None)  # as run_release does
-    time.sleep(0.5)  # no renewal lands after the segment let go
+    time.sleep(2 * renew_every)  # no renewal lands after the segment let go
     assert Run.objects.get(pk=kept.pk).lease_expires_at is None

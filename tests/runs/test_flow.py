@@ -6,35 +6,22 @@ from __future__ import annotations
 import pytest
 
 from agents.models import Note
+from common.audit import Actor
+from common.errors import DecisionConflict, IllegalTransition, InvalidInput
 from runs.models import Decision, Message, Run, Thread, Ticket, ToolCall
-from runs.services.audit import Actor
-from runs.services.errors import DecisionConflict, IllegalTransition, InvalidInput
 from runs.services.runs import run_cancel, run_retry, run_start
 from runs.services.tickets import decision_submit, normalize_decision_body, ticket_for_target
-from tests.factories import call, scripted_agent
+from tests.factories import NOTE, call, scripted_agent, waiting_run
 from tests.runs.helpers import assert_gap_free, drive, event_types, events
 
 pytestmark = pytest.mark.django_db
 
-NOTE = call("write_note", {"title": "lunch", "body": "pizza"})
-APPROVAL = {"default_behavior": "allow", "rules": [{"tool": "write_note", "behavior": "ask"}]}
 STEP_TAIL = ["inference_complete", "state_snapshot", "step_end"]
 FINISH = ["state_snapshot", "run_finish"]
 
 
 def start(agent, text="hello", thread=None) -> Run:
     return run_start(agent=agent, messages=text, thread=thread)
-
-
-def waiting_run(script=None, permission=APPROVAL, tools=None) -> Run:
-    agent = scripted_agent(
-        script or [{"text": "noting", "tool_calls": [NOTE]}, {"text": "all done"}],
-        permission=permission,
-        **({"tools": tools} if tools else {}),
-    )
-    run = drive(start(agent))
-    assert run.status == Run.Status.WAITING, run.status_reason
-    return run
 
 
 def pending_ticket(run: Run) -> Ticket:

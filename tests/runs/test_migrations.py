@@ -9,8 +9,9 @@ import pytest
 from django.apps import apps
 from django.contrib.auth.models import User
 
-from runs.models import AuditEntry, Run
-from runs.services.audit import Actor
+from common.audit import Actor
+from common.models import AuditEntry
+from runs.models import Run
 from runs.services.runs import run_for_idempotency_key, run_start
 from tests.factories import AgentFactory, ModelFactory, scripted_agent
 

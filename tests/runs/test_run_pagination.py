@@ -13,41 +13,20 @@ from django.urls import reverse
 from runs import selectors
 from runs.models import Decision, Message, Run, RunEvent, Thread, Ticket, ToolCall
 from runs.services.runs import run_start
-from tests.factories import call, scripted_agent, user_with_role
+from tests.factories import scripted_agent, step_end_event, user_with_role, waiting_run
 from tests.runs.helpers import drive
 
 pytestmark = pytest.mark.django_db
 
-APPROVAL = {"default_behavior": "allow", "rules": [{"tool": "write_note", "behavior": "ask"}]}
 XSS = "<img src=x onerror=alert(1)><script>alert(2)</script>"
 EVENTS, MESSAGES = selectors.TIMELINE_PAGE, selectors.TRANSCRIPT_PAGE
-
-
-@pytest.fixture
-def operator_client(client):
-    client.force_login(user_with_role("operator", "alice"))
-    return client
-
-
-def waiting_run() -> Run:
-    agent = scripted_agent(
-        [
-            {"text": "noting", "tool_calls": [call("write_note", {"title": "t", "body": "b"})]},
-            {"text": "done"},
-        ],
-        permission=APPROVAL,
-    )
-    return drive(run_start(agent=agent, messages="write it down"))
 
 
 def add_events(run: Run, n: int) -> int:
     """n more events at the end of the run's log; returns the last seq."""
     run.refresh_from_db()
     last = run.last_event_seq
-    RunEvent.objects.bulk_create(
-        RunEvent(run=run, seq=seq, event_type="step_end", payload={"event_type": "step_end"})
-        for seq in range(last + 1, last + n + 1)
-    )
+    RunEvent.objects.bulk_create(step_end_event(run, seq) for seq in range(last + 1, last + n + 1))
     Run.objects.filter(pk=run.pk).update(last_event_seq=last + n)
     return last + n
 

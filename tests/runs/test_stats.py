@@ -6,15 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group, User
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from common.audit import Actor
 from runs import selectors
 from runs.models import HourlyStat, Run, Ticket
 from runs.services import stats
-from runs.services.audit import Actor
 from runs.services.runs import run_cancel, run_start
 from runs.services.tickets import decision_submit
 from tests.factories import call, scripted_agent
@@ -105,14 +104,11 @@ def test_removing_runs_takes_them_out_of_the_counters():
     assert counters()[(stats.ALL_TIME, agent.pk, "run:completed")] == 1
 
 
-def test_open_dashboards_share_one_computation(client, settings):
+def test_open_dashboards_share_one_computation(viewer_client, settings):
     settings.AWAKEN_DASHBOARD_CACHE_SECONDS = 60
-    user = User.objects.create_user("vera", password="pw")
-    user.groups.add(Group.objects.get(name="viewer"))
-    client.force_login(user)
     url = reverse("runs:dashboard-stats")
-    client.get(url)
+    viewer_client.get(url)
     with CaptureQueriesContext(connection) as queries:
-        assert client.get(url).status_code == 200
+        assert viewer_client.get(url).status_code == 200
     figures = [q["sql"] for q in queries.captured_queries if "runs_" in q["sql"]]
     assert figures == []  # only the session and user lookups

@@ -4,50 +4,29 @@ counts that do not grow with the number of rows."""
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import User
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from agents.models import Note
-from runs.models import AuditEntry, Decision, Run, RunEvent, Ticket
-from runs.services.audit import Actor
+from common.audit import Actor
+from common.models import AuditEntry
+from runs.models import Decision, Run, RunEvent, Ticket
 from runs.services.runs import run_start
 from runs.services.tickets import decision_submit
-from tests.factories import call, scripted_agent, user_with_role
+from tests.factories import (
+    APPROVAL,
+    call,
+    scripted_agent,
+    step_end_event,
+    user_with_role,
+    waiting_run,
+)
 from tests.runs.helpers import drive
 
 pytestmark = pytest.mark.django_db
 
 XSS = "<img src=x onerror=alert(1)><script>alert(2)</script>"
-APPROVAL = {"default_behavior": "allow", "rules": [{"tool": "write_note", "behavior": "ask"}]}
-
-
-def user_in(role: str, name: str | None = None) -> User:
-    return user_with_role(role, name)
-
-
-@pytest.fixture
-def operator_client(client):
-    client.force_login(user_in("operator", "alice"))
-    return client
-
-
-@pytest.fixture
-def viewer_client(client):
-    client.force_login(user_in("viewer"))
-    return client
-
-
-def waiting_run(title: str = "lunch") -> Run:
-    agent = scripted_agent(
-        [
-            {"text": "noting", "tool_calls": [call("write_note", {"title": title, "body": "b"})]},
-            {"text": "done"},
-        ],
-        permission=APPROVAL,
-    )
-    return drive(run_start(agent=agent, messages="write it down"))
 
 
 def count_queries(client, url: str) -> int:
@@ -82,7 +61,7 @@ def test_run_detail_offers_ticket_actions_to_operators_only(operator_client, cli
     run = waiting_run()
     page = operator_client.get(reverse("runs:run-detail", args=[run.pk])).content.decode()
     assert 'name="approve"' in page and 'name="reject"' in page and "Cancel run" in page
-    client.force_login(user_in("viewer"))
+    client.force_login(user_with_role("viewer"))
     page = client.get(reverse("runs:run-detail", args=[run.pk])).content.decode()
     assert "write_note" in page
     assert 'name="approve"' not in page and 'name="reject"' not in page and "Cancel run" not in page
@@ -265,14 +244,7 @@ def test_run_detail_query_count_does_not_grow_with_events(operator_client):
     run = waiting_run()
     small = count_queries(operator_client, reverse("runs:run-detail", args=[run.pk]))
     last = run.last_event_seq
-    RunEvent.objects.bulk_create(
-        [
-            RunEvent(
-                run=run, seq=last + i + 1, event_type="step_end", payload={"event_type": "step_end"}
-            )
-            for i in range(200)
-        ]
-    )
+    RunEvent.objects.bulk_create([step_end_event(run, last + i + 1) for i in range(200)])
     assert count_queries(operator_client, reverse("runs:run-detail", args=[run.pk])) == small
 
 

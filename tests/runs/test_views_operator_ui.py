@@ -10,21 +10,15 @@ import pytest
 from django.contrib.auth.models import User
 from django.urls import reverse
 
-from runs.models import AuditEntry, Decision, Message, Run, Ticket
+from common.models import AuditEntry
+from runs.models import Decision, Message, Run, Ticket
 from runs.services.runs import run_retry, run_start
-from tests.factories import call, scripted_agent, user_with_role
+from tests.factories import APPROVAL, call, scripted_agent
 from tests.runs.helpers import drive
 
 pytestmark = pytest.mark.django_db
 
-APPROVAL = {"default_behavior": "allow", "rules": [{"tool": "write_note", "behavior": "ask"}]}
 TOKEN = re.compile(r'name="supersede" value="([0-9a-f]+)" required')
-
-
-@pytest.fixture
-def operator_client(client):
-    client.force_login(user_with_role("operator", "alice"))
-    return client
 
 
 def two_tickets_waiting() -> Run:

@@ -17,13 +17,13 @@ from django.db import connection
 from django.utils import timezone
 
 from runs import realtime
-from runs.models import Run, RunEvent, Ticket
+from runs.models import RunEvent, Ticket
 from runs.services.runs import run_start
 from runs.watcher import CommitWatcher
-from tests.factories import call, scripted_agent
+from tests.factories import scripted_agent, view_only_user, waiting_run
 from tests.processes import ROOT, database_url
 from tests.runs.helpers import drive
-from tests.runs.test_consumers import _subscribed, viewer
+from tests.runs.test_consumers import _subscribed
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -33,20 +33,9 @@ pytestmark = [
     ),
 ]
 
-NOTE = call("write_note", {"title": "lunch", "body": "pizza"})
-APPROVAL = {"default_behavior": "allow", "rules": [{"tool": "write_note", "behavior": "ask"}]}
 # A commit of another process must reach the page within a second; measured from the
 # event's timestamp, taken before its transaction commits.
 WITHIN_SECONDS = 1.0
-
-
-def waiting_run() -> Run:
-    agent = scripted_agent(
-        [{"text": "noting", "tool_calls": [NOTE]}, {"text": "all done"}], permission=APPROVAL
-    )
-    run = drive(run_start(agent=agent, messages="hello"))
-    assert run.status == Run.Status.WAITING, run.status_reason
-    return run
 
 
 def terminal_env(tmp_path) -> dict[str, str]:
@@ -73,10 +62,11 @@ def watcher():
     assert realtime.in_memory_home.loop is None
 
 
+@pytest.mark.slow  # `manage.py decide` in a child process
 def test_a_ticket_decided_in_another_process_reaches_an_open_run_socket(watcher, tmp_path):
     run = waiting_run()
     ticket = Ticket.objects.get(run=run, status=Ticket.Status.PENDING)
-    user = viewer()
+    user = view_only_user()
     env = terminal_env(tmp_path)
 
     async def scenario():

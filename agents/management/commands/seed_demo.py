@@ -4,12 +4,13 @@ import secrets
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
+from agents.errors import NothingToPublish
 from agents.models import Agent, Model, ModelProvider
-from agents.services import NothingToPublish, agent_publish
-from runs.services.audit import Actor
+from agents.services.agents import agent_publish, agent_validate
+from common.audit import Actor
 
 DEMO_AGENTS: list[dict[str, Any]] = [
     {
@@ -95,7 +96,11 @@ class Command(BaseCommand):
         actor = Actor(label="seed_demo", source="cli")
         published = []
         for agent in agents.values():  # delegates come first in DEMO_AGENTS
-            agent.full_clean()
+            agent.full_clean()  # the fields (slug, choices)
+            errors = agent_validate(agent)  # the configuration (tools, rules, delegates)
+            if errors:
+                listed = "; ".join(f"{field}: {message}" for field, message in errors.items())
+                raise CommandError(f"demo agent {agent.slug!r} is invalid: {listed}")
             try:
                 version = agent_publish(agent=agent, actor=actor, note="demo seed")
                 published.append(f"{agent.slug} v{version.number}")

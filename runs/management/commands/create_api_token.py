@@ -9,9 +9,9 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from runs.api.tokens import token_create
-from runs.services.audit import Actor
-from runs.services.errors import ServiceError
+from common.api.tokens import token_create
+from common.audit import Actor
+from common.errors import ServiceError
 
 
 class Command(BaseCommand):

@@ -14,8 +14,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.core.validators import validate_email
 from django.db import transaction
 
+from common.audit import Actor, audit_record
 from runs.roles import ROLES
-from runs.services.audit import Actor, audit_record
 
 EXISTS = 2  # exit status when the user exists and --update-role was not given
 

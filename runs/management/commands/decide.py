@@ -6,10 +6,11 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from common.audit import Actor
+from common.errors import ServiceError
 from runs.cli import describe_outcome, event_marks, follow_parents, follow_run
+from runs.embedded import start_embedded_worker
 from runs.models import Ticket
-from runs.services.audit import Actor
-from runs.services.errors import ServiceError
 from runs.services.tickets import ACTIONS, decision_submit
 
 
@@ -50,8 +51,6 @@ class Command(BaseCommand):
         if opts["action"] == "respond" and payload is None:
             raise CommandError("respond needs --payload JSON (e.g. --payload '\"blue\"')")
         if settings.AWAKEN_EMBEDDED_WORKER and not opts["no_follow"]:
-            from runs.embedded import start_embedded_worker
-
             start_embedded_worker()
         marks = event_marks(ticket.run)
         try:

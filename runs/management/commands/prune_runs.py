@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from runs.services.audit import Actor
+from common.audit import Actor
 from runs.services.retention import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_PAUSE,

@@ -6,10 +6,11 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from agents.models import Agent
+from common.audit import Actor
+from common.errors import ServiceError
 from runs.cli import describe_outcome, follow_run
+from runs.embedded import start_embedded_worker
 from runs.models import Thread
-from runs.services.audit import Actor
-from runs.services.errors import ServiceError
 from runs.services.runs import run_start
 
 
@@ -43,8 +44,6 @@ class Command(BaseCommand):
             if thread_obj is None:
                 raise CommandError(f"unknown thread {thread!r}")
         if settings.AWAKEN_EMBEDDED_WORKER:
-            from runs.embedded import start_embedded_worker
-
             start_embedded_worker()
         try:
             run = run_start(

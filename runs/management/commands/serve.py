@@ -10,8 +10,13 @@ from collections.abc import Callable
 from typing import Any
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
+from channels.routing import get_default_application
+from daphne.endpoints import build_endpoint_description_strings
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+
+from runs.embedded import start_embedded_worker
+from runs.watcher import CommitWatcher
 
 RESTART_PAUSE_SECONDS = 1.0  # a child that keeps dying is restarted at most this often
 STOP_GRACE_SECONDS = 10.0
@@ -59,21 +64,13 @@ class Command(BaseCommand):
                 )
             self._serve_many(host, port, processes, verbosity)
             return
-        from channels.routing import get_default_application
-        from daphne.endpoints import build_endpoint_description_strings
-        from daphne.server import Server
-
         if settings.AWAKEN_EMBEDDED_WORKER and not no_worker:
-            from runs.embedded import start_embedded_worker
-
             start_embedded_worker()
             self.stdout.write("embedded Celery worker and sweep running in this process")
         ready: Callable[[], None] | None = None
         if isinstance(get_channel_layer(), InMemoryChannelLayer):
             # that layer reaches this process's pages only: what terminal commands (other
             # processes) commit is read from the database and broadcast here
-            from runs.watcher import CommitWatcher
-
             watcher = CommitWatcher()
             self.stdout.write("open pages also follow what terminal commands commit")
 
@@ -81,6 +78,10 @@ class Command(BaseCommand):
                 watcher.start(asyncio.get_event_loop())
 
         self.stdout.write(f"serving on http://{host}:{port}/ (admin at /admin/)")
+        # Imported here: daphne.server installs Twisted's asyncio reactor on import, which
+        # only the process that serves may do (not `--processes N`'s parent, not tests).
+        from daphne.server import Server  # noqa: PLC0415
+
         Server(
             application=get_default_application(),
             endpoints=build_endpoint_description_strings(host=host, port=port),

@@ -14,10 +14,18 @@ from .base import (
     validate_delegate_request,
     validate_root_request,
 )
-from .delegate import DelegateTool, delegate_tool_name
+from .delegate import (
+    DELEGATE_PARAMETERS,
+    DELEGATE_TOOL_PREFIX,
+    DelegateTool,
+    delegate_result_payload,
+    delegate_tool_name,
+)
 from .local import LocalBackend, map_termination
 
 __all__ = [
+    "DELEGATE_PARAMETERS",
+    "DELEGATE_TOOL_PREFIX",
     "A2ABackend",
     "A2AConfig",
     "A2AConfigError",
@@ -34,6 +42,7 @@ __all__ = [
     "ExecutionBackendError",
     "LocalBackend",
     "a2a_validate",
+    "delegate_result_payload",
     "delegate_tool_name",
     "map_termination",
     "validate_delegate_request",

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
-from ..loop import ResolvedAgent, RunIdentity
+from ..agent import ResolvedAgent
+from ..identity import RunIdentity
 from ..ports import CancellationToken, CheckpointStore, EventSink
 from ..types import (
     BackendRunStatus,

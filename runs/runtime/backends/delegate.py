@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +20,15 @@ from .base import BackendRunResult, ExecutionBackendError
 
 DelegateRunner = Callable[[str, str, ToolCallContext], BackendRunResult]
 
+DELEGATE_TOOL_PREFIX = "agent_run_"
+# The parameters of every delegate tool: the task for the delegated agent.
+DELEGATE_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {"prompt": {"type": "string", "minLength": 1}},
+    "required": ["prompt"],
+    "additionalProperties": False,
+}
+
 _WAIT_ACTIONS = {
     BackendRunStatusKind.WAITING_INPUT: "agent_delegate:input_required",
     BackendRunStatusKind.WAITING_AUTH: "agent_delegate:auth_required",
@@ -27,7 +37,19 @@ _WAIT_ACTIONS = {
 
 
 def delegate_tool_name(agent_id: str) -> str:
-    return f"agent_run_{agent_id}"
+    return f"{DELEGATE_TOOL_PREFIX}{agent_id}"
+
+
+def delegate_result_payload(result: BackendRunResult) -> dict[str, Any]:
+    """What a delegate call returns to its parent: the delegated run's agent, status,
+    response, output and steps."""
+    return {
+        "agent_id": result.agent_id,
+        "status": str(result.status),
+        "response": result.response,
+        "output": result.output.to_json(),
+        "steps": result.steps,
+    }
 
 
 class DelegateTool:
@@ -37,12 +59,7 @@ class DelegateTool:
         self._descriptor = ToolDescriptor(
             name=delegate_tool_name(agent_id),
             description=description or f"Ask agent '{agent_id}' to do a task; returns its answer.",
-            parameters={
-                "type": "object",
-                "properties": {"prompt": {"type": "string", "minLength": 1}},
-                "required": ["prompt"],
-                "additionalProperties": False,
-            },
+            parameters=copy.deepcopy(DELEGATE_PARAMETERS),
         )
 
     @property
@@ -55,13 +72,7 @@ class DelegateTool:
             result = self.runner(self.agent_id, arguments["prompt"], ctx)
         except ExecutionBackendError as exc:
             return ToolResult.error(name, exc.message)
-        payload = {
-            "agent_id": result.agent_id,
-            "status": str(result.status),
-            "response": result.response,
-            "output": result.output.to_json(),
-            "steps": result.steps,
-        }
+        payload = delegate_result_payload(result)
         metadata = {"child_run_id": result.run_id} if result.run_id else {}
         kind = result.status.kind
         if kind is BackendRunStatusKind.COMPLETED:

@@ -1,0 +1,46 @@
+"""The audit log."""
+
+from __future__ import annotations
+
+from django.db.models import Q
+from drf_spectacular.utils import extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from common.api.base import ApiView, validated
+from common.api.errors import error_responses
+from common.models import AuditEntry
+from runs import permissions as perms
+from runs.selectors import keyset_page
+
+from .. import serializers as s
+from ..pagination import check_cursor
+
+
+class AuditListView(ApiView):
+    required_perms = {"GET": perms.AUDIT}
+
+    @extend_schema(
+        operation_id="audit_list",
+        summary="The audit log, newest first",
+        description="Runs started and continued, cancels, retries, decisions (ticket.*), "
+        "threads created, API tokens created and revoked.",
+        tags=["audit"],
+        parameters=[s.AuditQuerySerializer],
+        responses={200: s.AuditPageSerializer, **error_responses()},
+    )
+    def get(self, request: Request) -> Response:
+        query = validated(s.AuditQuerySerializer, request.query_params)
+        cursor = check_cursor(query.get("cursor"), uuid_pk=False)
+        entries = AuditEntry.objects.all()
+        if query.get("action"):
+            entries = entries.filter(action__startswith=query["action"])
+        if query.get("actor"):
+            entries = entries.filter(
+                Q(actor_label=query["actor"]) | Q(actor__username=query["actor"])
+            )
+        if query.get("run"):
+            entries = entries.filter(run_id=query["run"])
+        page = keyset_page(entries, cursor, query["limit"])
+        items = s.AuditEntrySerializer(page.items, many=True).data
+        return Response({"items": items, "next_cursor": page.next_cursor})

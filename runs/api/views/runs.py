@@ -1,0 +1,220 @@
+"""Runs: list, start, read, cancel, retry, their events, and decisions on their tickets."""
+
+from __future__ import annotations
+
+from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from common.api.auth import actor_for
+from common.api.base import ApiView, get_or_not_found, parse_uuid, validated
+from common.api.errors import error_responses
+from common.errors import NotFound
+from runs import permissions as perms
+from runs import selectors
+from runs.models import Run, RunEvent
+from runs.services.runs import run_cancel, run_retry
+from runs.services.tickets import normalize_decision_body, ticket_for_target
+
+from .. import serializers as s
+from ..pagination import check_cursor
+from ..stream import SseView
+from .shared import (
+    DECISION_EXAMPLES,
+    DECISION_RESPONSES,
+    IDEMPOTENCY_KEY,
+    RUN_ID,
+    decide,
+    get_agent,
+    get_run,
+    get_thread,
+    run_record_json,
+    start_run,
+    tickets_query,
+)
+
+START_EXAMPLE = OpenApiExample(
+    "Start a run",
+    value={"agent_id": "assistant", "messages": [{"role": "user", "content": "Note: buy milk"}]},
+    request_only=True,
+)
+
+
+# Clients choose JSON or the event stream with Accept; DRF's ?format= stays undocumented.
+NO_FORMAT = OpenApiParameter("format", exclude=True)
+
+
+class RunListView(SseView):
+    required_perms = {"GET": perms.VIEW, "POST": perms.START}
+
+    @extend_schema(
+        operation_id="runs_list",
+        summary="List runs, newest first",
+        tags=["runs"],
+        parameters=[s.RunListQuerySerializer, NO_FORMAT],
+        responses={200: s.RunPageSerializer, **error_responses()},
+    )
+    def get(self, request: Request) -> Response:
+        query = validated(s.RunListQuerySerializer, request.query_params)
+        cursor = check_cursor(query.get("cursor"), uuid_pk=True)
+        filters = selectors.RunFilters(
+            status=query.get("status") or "",
+            waiting_reason=query.get("waiting_reason") or "",
+            agent=query.get("agent_id") or "",
+            thread=str(query["thread_id"]) if query.get("thread_id") else "",
+            since=query.get("created_after"),
+            until=query.get("created_before"),
+            q=query.get("q") or "",
+            reason=query.get("reason") or "",
+            provider=query.get("provider") or "",
+            endpoint=query.get("endpoint") or "",
+        )
+        page = selectors.run_list(filters=filters, cursor=cursor, size=query["limit"])
+        items = s.RunSummarySerializer(page.items, many=True).data
+        return Response({"items": items, "next_cursor": page.next_cursor})
+
+    @extend_schema(
+        operation_id="runs_create",
+        summary="Start a run",
+        description="Starts a run of `agent_id` on a new thread, or on `thread_id`. New input "
+        "for a thread whose open run waits continues that run (same id, HTTP 200) and rejects "
+        "the run's open tickets as superseded: a `reject` decision by `system` with the comment "
+        '"superseded by a new user message" each. The response does not list them; each is a '
+        "`ticket_decided` event in /runs/{run_id}/events. A repeat "
+        "with the same `idempotency_key` (or `Idempotency-Key` header) by the same user, "
+        "through any of their tokens, returns the first run with HTTP 200; other users' keys "
+        "never match.",
+        tags=["runs"],
+        parameters=[IDEMPOTENCY_KEY, NO_FORMAT],
+        request=s.RunCreateSerializer,
+        examples=[START_EXAMPLE],
+        responses={
+            201: OpenApiResponse(s.RunRecordSerializer, description="Started."),
+            200: OpenApiResponse(
+                s.RunRecordSerializer, description="Same run: idempotency key repeat, or continued."
+            ),
+            (201, "text/event-stream"): OpenApiResponse(
+                OpenApiTypes.STR,
+                description="With `Accept: text/event-stream` (upstream's behaviour): the run's "
+                "events as in /runs/{run_id}/events/stream, until its first run_finish or error; "
+                "the run id in the Location and X-Run-ID headers.",
+            ),
+            **error_responses(404, 409, body=True),
+        },
+    )
+    def post(self, request: Request) -> Response | StreamingHttpResponse:
+        data = validated(s.RunCreateSerializer, request.data)
+        agent = get_agent(data["agent_id"])
+        thread = get_thread(data["thread_id"]) if data.get("thread_id") else None
+        key = data.get("idempotency_key") or request.headers.get("Idempotency-Key", "")[:200]
+        return start_run(request, agent=agent, messages=data["messages"], thread=thread, key=key)
+
+
+class RunDetailView(ApiView):
+    required_perms = {"GET": perms.VIEW}
+
+    @extend_schema(
+        operation_id="runs_retrieve",
+        summary="A run: the full RunRecord",
+        tags=["runs"],
+        parameters=[RUN_ID],
+        responses={200: s.RunRecordSerializer, **error_responses(404)},
+    )
+    def get(self, request: Request, run_id: str) -> Response:
+        return Response(run_record_json(get_run(run_id)))
+
+
+class RunCancelView(ApiView):
+    required_perms = {"POST": perms.CANCEL}
+
+    @extend_schema(
+        operation_id="runs_cancel",
+        summary="Cancel a run",
+        description="A created or waiting run ends done/cancelled at once; a running one is "
+        "asked to stop and ends at its next check (`cancel_requested_at` is set). 409 when "
+        "the run is already done.",
+        tags=["runs"],
+        parameters=[RUN_ID],
+        request=None,
+        responses={200: s.RunRecordSerializer, **error_responses(404, 409)},
+    )
+    def post(self, request: Request, run_id: str) -> Response:
+        run = run_cancel(run=get_run(run_id), actor=actor_for(request))
+        return Response(run_record_json(run))
+
+
+class RunRetryView(ApiView):
+    required_perms = {"POST": perms.RETRY}
+
+    @extend_schema(
+        operation_id="runs_retry",
+        summary="Retry a failed run",
+        description="A new run on the same thread from the last checkpoint, pinned to the same "
+        "agent version. 409 unless the run failed (error, timeout, stopped).",
+        tags=["runs"],
+        parameters=[RUN_ID],
+        request=None,
+        responses={201: s.RunRecordSerializer, **error_responses(404, 409)},
+    )
+    def post(self, request: Request, run_id: str) -> Response:
+        retry = run_retry(run=get_run(run_id), actor=actor_for(request))
+        return Response(run_record_json(retry), status=201)
+
+
+class RunEventsView(ApiView):
+    required_perms = {"GET": perms.VIEW}
+
+    @extend_schema(
+        operation_id="runs_events",
+        summary="A run's persisted events after a seq",
+        tags=["events"],
+        parameters=[RUN_ID, s.EventsQuerySerializer],
+        responses={200: s.EventPageSerializer, **error_responses(404)},
+    )
+    def get(self, request: Request, run_id: str) -> Response:
+        query = validated(s.EventsQuerySerializer, request.query_params)
+        pk = get_or_not_found(Run.objects.only("pk"), "run", run_id).pk
+        after, limit = query["after_seq"], query["limit"]
+        rows = list(RunEvent.objects.filter(run_id=pk, seq__gt=after).order_by("seq")[: limit + 1])
+        items = [row.as_frame() for row in rows[:limit]]
+        return Response(
+            {
+                "items": items,
+                "next_after_seq": items[-1]["seq"] if items else after,
+                "has_more": len(rows) > limit,
+            }
+        )
+
+
+class RunDecisionsView(ApiView):
+    required_perms = {"POST": perms.DECIDE}
+
+    @extend_schema(
+        operation_id="runs_decide",
+        summary="Decide one of a run's tickets",
+        description="Names the ticket with `ticket_id` (upstream ticket id, tool call id or "
+        "global ticket id) or upstream's `toolCallId`. Accepts upstream's body "
+        "`{toolCallId, action: resume|cancel, payload}` too. The first decision wins: a later "
+        "one gets 409 `already_decided` with the winning decision in `details.decision`.",
+        tags=["tickets"],
+        parameters=[RUN_ID],
+        request=s.DecisionRequestSerializer,
+        examples=DECISION_EXAMPLES,
+        responses=DECISION_RESPONSES,
+    )
+    def post(self, request: Request, run_id: str) -> Response:
+        run = get_run(run_id)
+        data = validated(s.DecisionRequestSerializer, request.data)
+        body = normalize_decision_body(data)
+        target = body.get("target")
+        ticket = None
+        if target:
+            try:
+                ticket = tickets_query().filter(run=run, pk=parse_uuid(target, "ticket")).first()
+            except NotFound:
+                ticket = None
+        if ticket is None:
+            ticket = ticket_for_target(run=run, target=target)
+        return decide(request, ticket, body)

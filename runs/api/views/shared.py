@@ -1,0 +1,170 @@
+"""What the API's run, ticket and thread views share: path parameters and examples of
+the schema, the lookups of a path's id (404 when there is no such row), the RunRecord
+answer, and starting a run or deciding a ticket."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from agents.models import Agent
+from agents.pricing import cost_text, run_cost_usd
+from agents.selectors import agents_with_latest_version
+from common.api.auth import actor_for
+from common.api.base import get_or_not_found
+from common.api.errors import error_responses
+from runs.models import Run, Thread, Ticket
+from runs.services.runs import run_submit
+from runs.services.tickets import decision_json, decision_submit_or_repeat
+from runs.store import record_from_row, record_to_json
+
+from .. import serializers as s
+from ..stream import SseView, event_stream_response
+
+
+def path_uuid(name: str, description: str) -> OpenApiParameter:
+    return OpenApiParameter(name, OpenApiTypes.UUID, OpenApiParameter.PATH, description=description)
+
+
+RUN_ID = path_uuid("run_id", "Run id.")
+TICKET_ID = path_uuid("ticket_id", "Global ticket id (the `id` of a ticket).")
+THREAD_ID = path_uuid("thread_id", "Thread id.")
+IDEMPOTENCY_KEY = OpenApiParameter(
+    "Idempotency-Key",
+    OpenApiTypes.STR,
+    OpenApiParameter.HEADER,
+    required=False,
+    description="Same as idempotency_key in the body (the body wins).",
+)
+
+DECISION_EXAMPLES = [
+    OpenApiExample(
+        "Approve", value={"action": "approve", "ticket_id": "perm_call_1"}, request_only=True
+    ),
+    OpenApiExample(
+        "Edit",
+        value={"action": "edit", "ticket_id": "perm_call_1", "arguments": {"title": "milk"}},
+        request_only=True,
+    ),
+    OpenApiExample(
+        "Reject",
+        value={"action": "reject", "ticket_id": "perm_call_1", "comment": "not now"},
+        request_only=True,
+    ),
+    OpenApiExample(
+        "Respond",
+        value={"action": "respond", "ticket_id": "call_7", "payload": "Yes, Tuesday"},
+        request_only=True,
+    ),
+    OpenApiExample(
+        "Upstream body",
+        value={"toolCallId": "call_1", "action": "resume", "payload": {"approved": True}},
+        request_only=True,
+    ),
+]
+
+
+def get_run(run_id: Any) -> Run:
+    return get_or_not_found(Run.objects.select_related("agent", "agent_version"), "run", run_id)
+
+
+def get_thread(thread_id: Any) -> Thread:
+    return get_or_not_found(Thread.objects.all(), "thread", thread_id)
+
+
+def get_agent(slug: str) -> Agent:
+    return get_or_not_found(agents_with_latest_version(), "agent", slug, by="slug", agent_id=slug)
+
+
+def get_ticket(ticket_id: Any) -> Ticket:
+    return get_or_not_found(tickets_query(), "ticket", ticket_id)
+
+
+def tickets_query() -> QuerySet[Ticket]:
+    return Ticket.objects.select_related("run__agent", "tool_call", "decision")
+
+
+def run_record_json(run: Run, *, fresh: bool = False) -> dict[str, Any]:
+    """The full RunRecord (upstream's JSON) with the open tickets in `waiting.tickets`
+    and this service's bookkeeping fields. `fresh`: `run` is as just written, with its
+    agent and version (a run just created); otherwise it is read again."""
+    if not fresh:
+        run = Run.objects.select_related("agent", "agent_version").get(pk=run.pk)
+    record = record_to_json(record_from_row(run))
+    if record["waiting"] is not None:
+        tickets = (
+            tickets_query().filter(run=run, status=Ticket.Status.PENDING).order_by("created_at")
+        )
+        record["waiting"]["tickets"] = s.TicketSerializer(tickets, many=True).data
+    cancel_at = run.cancel_requested_at
+    record.update(
+        waiting_reason=run.waiting_reason,
+        agent_version=run.agent_version.number,
+        retry_of=str(run.retry_of_id) if run.retry_of_id else None,
+        last_event_seq=run.last_event_seq,
+        cancel_requested_at=int(cancel_at.timestamp()) if cancel_at else None,
+        idempotency_key=run.idempotency_key or None,
+        cost_usd=cost_text(run_cost_usd(run)),
+    )
+    return record
+
+
+def start_run(
+    request: Request, *, agent: Agent, messages: list[Any], thread: Thread | None, key: str
+) -> Response | StreamingHttpResponse:
+    """run_submit; 201 for a new run, 200 for the same run again (idempotency key repeat, or
+    new input continuing the thread's waiting run). With `Accept: text/event-stream`, as
+    upstream's `POST /v1/runs`: the run's events as Server-Sent Events instead of its
+    record (a new run's from its first, a continued run's from the new input on), until
+    its first `run_finish` or `error`; the run id is in `Location` and `X-Run-ID`."""
+    run, created = run_submit(
+        agent=agent,
+        messages=[dict(m) for m in messages],
+        thread=thread,
+        idempotency_key=key,
+        actor=actor_for(request),
+    )
+    status = 201 if created else 200
+    if not SseView.wants_stream(request):
+        return Response(run_record_json(run, fresh=created), status=status)
+    after = 0 if created else run.last_event_seq  # a continued run: from the new input on
+    response = event_stream_response(request, run.pk, after=after, follow=False, status=status)
+    response["Location"] = f"/api/v1/runs/{run.pk}"
+    response["X-Run-ID"] = str(run.pk)
+    return response
+
+
+def decide(request: Request, ticket: Ticket, body: dict[str, Any]) -> Response:
+    decision, repeat = decision_submit_or_repeat(
+        ticket=ticket,
+        action=body["action"],
+        arguments=body.get("arguments"),
+        payload=body.get("payload"),
+        comment=body.get("comment") or "",
+        decision_id=body.get("decision_id") or None,
+        actor=actor_for(request),
+    )
+    result = {
+        **decision_json(decision),
+        "run_id": str(ticket.run_id),
+        "ticket_id": ticket.ticket_id,
+    }
+    return Response(result, status=200 if repeat else 201)
+
+
+DECISION_RESPONSES = {
+    201: OpenApiResponse(
+        s.DecisionResultSerializer,
+        description="Decided; the run resumes when it was its last open ticket.",
+    ),
+    200: OpenApiResponse(
+        s.DecisionResultSerializer, description="The same decision_id again: the first result."
+    ),
+    **error_responses(404, 409, body=True),
+}

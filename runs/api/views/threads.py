@@ -1,0 +1,147 @@
+"""Threads: list, create, read, their messages, and new input for them."""
+
+from __future__ import annotations
+
+from django.db.models import Q
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from common.api.auth import actor_for
+from common.api.base import ApiView, parse_uuid, validated
+from common.api.errors import error_responses
+from common.audit import audit_record
+from common.errors import InvalidInput, NotFound
+from runs import permissions as perms
+from runs import selectors
+from runs.models import Message, Run, Thread
+
+from .. import serializers as s
+from ..pagination import check_cursor
+from .shared import IDEMPOTENCY_KEY, THREAD_ID, get_agent, get_thread, start_run
+
+
+class ThreadListView(ApiView):
+    required_perms = {"GET": perms.VIEW_THREAD, "POST": perms.START}
+
+    @extend_schema(
+        operation_id="threads_list",
+        summary="List threads, newest first",
+        tags=["threads"],
+        parameters=[s.ThreadListQuerySerializer],
+        responses={200: s.ThreadPageSerializer, **error_responses()},
+    )
+    def get(self, request: Request) -> Response:
+        query = validated(s.ThreadListQuerySerializer, request.query_params)
+        cursor = check_cursor(query.get("cursor"), uuid_pk=True)
+        page = selectors.thread_list(cursor=cursor, q=(query.get("q") or "").strip())
+        items = s.ThreadSerializer(page.items, many=True).data
+        return Response({"items": items, "next_cursor": page.next_cursor})
+
+    @extend_schema(
+        operation_id="threads_create",
+        summary="Create an empty thread",
+        tags=["threads"],
+        request=s.ThreadCreateSerializer,
+        responses={201: s.ThreadSerializer, **error_responses(body=True)},
+    )
+    def post(self, request: Request) -> Response:
+        data = validated(s.ThreadCreateSerializer, request.data)
+        thread = Thread.objects.create(
+            title=data["title"], resource_id=data["resource_id"], custom=data["custom"]
+        )
+        audit_record(
+            actor=actor_for(request),
+            action="thread.create",
+            target_type="thread",
+            target_id=thread.pk,
+            after={"title": thread.title, "resource_id": thread.resource_id},
+        )
+        return Response(s.ThreadSerializer(thread).data, status=201)
+
+
+class ThreadDetailView(ApiView):
+    required_perms = {"GET": perms.VIEW_THREAD}
+
+    @extend_schema(
+        operation_id="threads_retrieve",
+        summary="A thread and its runs",
+        tags=["threads"],
+        parameters=[THREAD_ID],
+        responses={200: s.ThreadDetailSerializer, **error_responses(404)},
+    )
+    def get(self, request: Request, thread_id: str) -> Response:
+        return Response(s.ThreadDetailSerializer(get_thread(thread_id)).data)
+
+
+class ThreadMessagesView(ApiView):
+    required_perms = {"GET": perms.VIEW_THREAD, "POST": perms.START}
+
+    @extend_schema(
+        operation_id="threads_messages_list",
+        summary="A thread's messages after a seq",
+        tags=["threads"],
+        parameters=[THREAD_ID, s.ThreadMessagesQuerySerializer],
+        responses={200: s.MessagePageSerializer, **error_responses(404)},
+    )
+    def get(self, request: Request, thread_id: str) -> Response:
+        thread = get_thread(thread_id)
+        query = validated(s.ThreadMessagesQuerySerializer, request.query_params)
+        after, limit = query["after_seq"], query["limit"]
+        messages = Message.objects.filter(thread=thread, seq__gt=after).exclude(
+            visibility="internal"
+        )
+        if query.get("run_id"):
+            run = Run.objects.filter(pk=query["run_id"], thread=thread).first()
+            if run is None:
+                raise NotFound(f"run {query['run_id']} not found in thread {thread.pk}")
+            trigger = set((run.request or {}).get("input_message_ids") or [])
+            trigger |= set((run.input or {}).get("trigger_message_ids") or [])
+            ids = [parse_uuid(i, "message") for i in trigger]
+            messages = messages.filter(Q(produced_by_run=run) | Q(pk__in=ids))
+        rows = list(messages.order_by("seq")[: limit + 1])
+        items = s.MessageSerializer(rows[:limit], many=True).data
+        return Response(
+            {
+                "items": items,
+                "next_after_seq": items[-1]["seq"] if items else after,
+                "has_more": len(rows) > limit,
+            }
+        )
+
+    @extend_schema(
+        operation_id="threads_messages_create",
+        summary="Send messages to a thread",
+        description="Continues the thread's open run when it waits for input (same run, HTTP "
+        "200; its open tickets are rejected as superseded), else starts a run (HTTP 201) of "
+        "`agent_id`, by default the agent of the thread's latest run. 409 while a run of the "
+        "thread is executing.",
+        tags=["threads"],
+        parameters=[THREAD_ID, IDEMPOTENCY_KEY],
+        request=s.ThreadMessageCreateSerializer,
+        responses={
+            201: OpenApiResponse(s.RunRecordSerializer, description="A run started."),
+            200: OpenApiResponse(s.RunRecordSerializer, description="The waiting run continued."),
+            **error_responses(404, 409, body=True),
+        },
+    )
+    def post(self, request: Request, thread_id: str) -> Response:
+        thread = get_thread(thread_id)
+        data = validated(s.ThreadMessageCreateSerializer, request.data)
+        if data.get("agent_id"):
+            agent = get_agent(data["agent_id"])
+        else:
+            latest = (
+                Run.objects.filter(thread=thread)
+                .select_related("agent")
+                .order_by("-created_at")
+                .first()
+            )
+            if latest is None:
+                raise InvalidInput(
+                    "agent_id is required: the thread has no run to take the agent from",
+                    {"agent_id": ["This field is required."]},
+                )
+            agent = latest.agent
+        key = data.get("idempotency_key") or request.headers.get("Idempotency-Key", "")[:200]
+        return start_run(request, agent=agent, messages=data["messages"], thread=thread, key=key)

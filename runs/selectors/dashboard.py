@@ -1,0 +1,249 @@
+"""The dashboard: counts of runs and tickets, the last day by hour, how long tickets
+wait, and the health of the providers and endpoints runs depend on."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db.models import Count, Q, Sum
+from django.utils import timezone
+from django.utils.http import urlencode
+
+from agents.models import AgentVersion, Model, ModelProvider, RemoteEndpoint
+from runs.models import DELEGATE_TICKET_PREFIX, HourlyStat, Run, Ticket
+from runs.runtime.types import waiting_reason_from_status_reason
+from runs.services import stats
+
+
+@dataclass
+class Dashboard:
+    by_status: dict[str, int]
+    by_waiting_reason: dict[str, int]
+    pending_tickets: int
+    oldest_ticket: Ticket | None
+    recent_failures: list[Run]
+    hourly: list[dict[str, Any]]
+    wait_buckets: list[dict[str, Any]]
+    health: list[HealthRow] = field(default_factory=list)
+
+
+def dashboard(now: dt.datetime | None = None) -> Dashboard:
+    """Counters (runs.services.stats) and small index scans: the runs not done (partial
+    index `run_open_idx`), the pending tickets, the failures index."""
+    now = now or timezone.now()
+    by_status = {status: 0 for status in Run.Status.values}
+    by_reason: dict[str, int] = {}
+    open_runs = open_run_counts()
+    for status, status_reason, _, count in open_runs:
+        by_status[status] += count
+        if status == Run.Status.WAITING:
+            reason = waiting_reason_from_status_reason(status_reason or None).value
+            by_reason[reason] = by_reason.get(reason, 0) + count
+    finished = HourlyStat.objects.filter(hour=stats.ALL_TIME).exclude(metric="run:open")
+    by_status[Run.Status.DONE] = finished.aggregate(n=Sum("count"))["n"] or 0
+    failures = list(
+        Run.objects.filter(status=Run.Status.DONE)
+        .filter(Q(status_reason__in=["error", "timeout"]) | Q(status_reason__startswith="stopped:"))
+        .select_related("agent")
+        .only("pk", "agent__slug", "status_reason", "finished_at")
+        .order_by("-finished_at")[:8]
+    )
+    waits, pending = _wait_buckets(now)
+    return Dashboard(
+        by_status=by_status,
+        by_waiting_reason=by_reason,
+        pending_tickets=pending,
+        oldest_ticket=Ticket.objects.for_operators()
+        .select_related("run__agent")
+        .order_by("created_at")
+        .first(),
+        recent_failures=failures,
+        hourly=_hourly(now),
+        wait_buckets=waits,
+        health=dependency_health(now, open_runs),
+    )
+
+
+def dashboard_cached() -> Dashboard:
+    """The figures, computed once per AWAKEN_DASHBOARD_CACHE_SECONDS in this process, for
+    the page and for the figures pushed to open dashboards."""
+    seconds = settings.AWAKEN_DASHBOARD_CACHE_SECONDS
+    if not seconds:
+        return dashboard()
+    figures = cache.get_or_set("runs:dashboard", dashboard, seconds)
+    return figures if figures is not None else dashboard()
+
+
+def open_run_counts() -> list[tuple[str, str, int, int]]:
+    """(status, status_reason, agent_version_id, count) of the runs not done: an
+    index-only scan of the partial index `run_open_idx` (COUNT(*): counting ids would
+    read the table)."""
+    return list(
+        Run.objects.exclude(status=Run.Status.DONE)
+        .values_list("status", "status_reason", "agent_version_id")
+        .annotate(n=Count("*"))
+        .order_by()
+    )
+
+
+# --- provider and endpoint health (dashboard panel) -------------------------------------------------
+
+HEALTH_ROWS_MAX = 50
+FAILED_WINDOW = dt.timedelta(hours=24)
+
+
+@dataclass
+class HealthRow:
+    """A model provider or remote endpoint, its last check, and the runs that depend on it:
+    running or waiting now, and failed (status_reason "error") in the last 24 hours."""
+
+    kind: str  # "provider" | "endpoint"
+    slug: str
+    name: str
+    health: str
+    error: str
+    checked_at: dt.datetime | None
+    running: int = 0
+    waiting: int = 0
+    failed: int = 0
+    failed_query: str = ""
+
+
+def dependency_health(
+    now: dt.datetime, open_runs: list[tuple[str, str, int, int]] | None = None
+) -> list[HealthRow]:
+    """Five queries whatever the number of runs: providers, endpoints, the model → provider
+    map, the errors of the last day by pinned version (over the reason index), and those
+    versions' specs; the runs running or waiting come from `open_run_counts()`."""
+    fields = ("pk", "slug", "name", "health", "health_error", "health_checked_at")
+    providers = list(ModelProvider.objects.only(*fields).order_by("slug")[:HEALTH_ROWS_MAX])
+    endpoints = list(RemoteEndpoint.objects.only(*fields).order_by("slug")[:HEALTH_ROWS_MAX])
+    if not providers and not endpoints:
+        return []
+    since = now - FAILED_WINDOW
+    since_text = timezone.localtime(since).strftime("%Y-%m-%dT%H:%M")
+    rows: dict[tuple[str, str], HealthRow] = {}
+    for kind, items in (("provider", providers), ("endpoint", endpoints)):
+        for item in items:
+            rows[(kind, item.slug)] = HealthRow(
+                kind=kind,
+                slug=item.slug,
+                name=item.name,
+                health=item.health,
+                error=item.health_error,
+                checked_at=item.health_checked_at,
+                failed_query=urlencode({kind: item.slug, "reason": "error", "since": since_text}),
+            )
+    provider_of_model = dict(
+        Model.objects.filter(provider__in=providers).values_list("slug", "provider__slug")
+    )
+    counts = [
+        (version, status, n)
+        for status, _, version, n in (open_runs if open_runs is not None else open_run_counts())
+        if status in (Run.Status.RUNNING, Run.Status.WAITING)
+    ]
+    counts += (
+        Run.objects.filter(status_reason="error", created_at__gte=since)
+        .values_list("agent_version_id", "status")
+        .annotate(n=Count("*"))
+        .order_by()
+    )
+    specs = dict(
+        AgentVersion.objects.filter(pk__in={version for version, _, _ in counts}).values_list(
+            "pk", "spec"
+        )
+    )
+    bucket: dict[str, str] = {
+        Run.Status.RUNNING: "running",
+        Run.Status.WAITING: "waiting",
+        Run.Status.DONE: "failed",
+    }
+    for version, status, n in counts:
+        spec = specs.get(version) or {}
+        targets = [
+            rows.get(("provider", provider_of_model.get(spec.get("model_id") or "") or "")),
+            rows.get(("endpoint", spec.get("endpoint_id") or "")),
+        ]
+        for row in targets:
+            if row is not None and status in bucket:
+                setattr(row, bucket[status], getattr(row, bucket[status]) + n)
+    return list(rows.values())
+
+
+def _hourly(now: dt.datetime) -> list[dict[str, Any]]:
+    start = stats.hour_of(now - dt.timedelta(hours=23))
+    hours = [start + dt.timedelta(hours=i) for i in range(24)]
+    counts = {hour: dict.fromkeys(stats.OUTCOMES, 0) for hour in hours}
+    rows = (
+        HourlyStat.objects.filter(hour__gte=start, metric__startswith="run:")
+        .values_list("hour", "metric")
+        .annotate(n=Sum("count"))
+        .order_by()
+    )
+    for hour, metric, n in rows:
+        outcome = metric.removeprefix("run:")
+        if stats.hour_of(hour) in counts and outcome in stats.OUTCOMES:
+            counts[stats.hour_of(hour)][outcome] += n
+    peak = max((sum(c.values()) for c in counts.values()), default=0) or 1
+    result = []
+    for index, hour in enumerate(hours):
+        bucket = counts[hour]
+        total = sum(bucket.values())
+        y = 100.0
+        segments = []
+        for outcome in stats.OUTCOMES:
+            height = 100.0 * bucket[outcome] / peak
+            y -= height
+            if bucket[outcome]:
+                segments.append(
+                    {
+                        "outcome": outcome,
+                        "count": bucket[outcome],
+                        "y": round(y, 2),
+                        "height": round(height, 2),
+                    }
+                )
+        result.append({"hour": hour, "x": index * 10, "total": total, "segments": segments})
+    return result
+
+
+def _wait_buckets(now: dt.datetime) -> tuple[list[dict[str, Any]], int]:
+    """How long the tickets closed in the last 7 days waited (counters) plus how long the
+    pending ones wait so far (one pass over the pending tickets); and the number of
+    pending tickets an operator decides (not the waits on a child run)."""
+    counts = [0] * len(stats.WAIT_BUCKETS)
+    closed = (
+        HourlyStat.objects.filter(hour__gte=now - dt.timedelta(days=7), metric__startswith="wait:")
+        .values_list("metric")
+        .annotate(n=Sum("count"))
+        .order_by()
+    )
+    for metric, n in closed:
+        index = int(metric.removeprefix("wait:"))
+        if 0 <= index < len(counts):
+            counts[index] += n
+    ages: dict[str, Any] = {}
+    younger: int | None = None
+    for index, (_, limit) in enumerate(stats.WAIT_BUCKETS):
+        window = Q()
+        if limit is not None:
+            window &= Q(created_at__gt=now - dt.timedelta(seconds=limit))
+        if younger is not None:
+            window &= Q(created_at__lte=now - dt.timedelta(seconds=younger))
+        ages[f"b{index}"] = Count("pk", filter=window)
+        younger = limit
+    pending = Ticket.objects.filter(status=Ticket.Status.PENDING).aggregate(
+        **ages, operators=Count("pk", filter=~Q(ticket_id__startswith=DELEGATE_TICKET_PREFIX))
+    )
+    for index in range(len(counts)):
+        counts[index] += pending[f"b{index}"]
+    peak = max(counts) or 1
+    buckets = [
+        {"label": label, "count": count, "width": round(100.0 * count / peak, 2)}
+        for (label, _), count in zip(stats.WAIT_BUCKETS, counts, strict=True)
+    ]
+    return buckets, pending["operators"]

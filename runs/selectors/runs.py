@@ -1,0 +1,299 @@
+"""The runs list (its filters and the message search) and the run page."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.utils import timezone
+
+from agents.models import AgentVersion, Model
+from runs.models import Message, Run, RunEvent, Ticket
+from runs.runtime.types import WaitingReason
+from runs.selectors.base import (
+    PAGE_SIZE,
+    RELATED_PAGE,
+    TIMELINE_PAGE,
+    TRANSCRIPT_LIVE,
+    TRANSCRIPT_PAGE,
+    Page,
+    Rows,
+    agent_id_for_slug,
+    keyset_page,
+    newest_rows,
+    seq_window,
+    uuid_or_none,
+)
+
+# The waiting reasons (docs/run-model.md), as offered in filters.
+WAITING_REASONS = [reason.value for reason in WaitingReason]
+
+
+@dataclass
+class RunFilters:
+    status: str = ""
+    waiting_reason: str = ""
+    agent: str = ""
+    thread: str = ""
+    since: dt.datetime | None = None
+    until: dt.datetime | None = None
+    q: str = ""
+    provider: str = ""
+    endpoint: str = ""
+    reason: str = ""
+
+    @property
+    def active(self) -> bool:
+        return any(
+            [
+                self.status,
+                self.waiting_reason,
+                self.agent,
+                self.thread,
+                self.since,
+                self.until,
+                self.q,
+                self.provider,
+                self.endpoint,
+                self.reason,
+            ]
+        )
+
+
+WAITING_REASON_FILTERS = {
+    "tool_permission": Q(status_reason__in=["suspended", "auth_required"]),
+    "user_input": Q(status_reason__in=["input_required", "user_input_required"]),
+    "background_tasks": Q(status_reason="awaiting_tasks"),
+    "rate_limit": Q(status_reason="rate_limit"),
+    "manual_pause": Q(status_reason="manual_pause"),
+}
+
+# Columns a list row never shows; some are large (a run's state, its input snapshot).
+LIST_DEFERRED = (
+    "request",
+    "input",
+    "output",
+    "state",
+    "waiting",
+    "error_payload",
+    "final_output",
+    "agent_version__spec",
+    "thread__custom",
+)
+
+
+def runs_for_list() -> QuerySet[Run]:
+    return Run.objects.select_related("agent", "agent_version", "thread").defer(*LIST_DEFERRED)
+
+
+def run_list(*, filters: RunFilters, cursor: str | None = None, size: int = PAGE_SIZE) -> Page:
+    """Each filter maps onto an index ending in (created_at, id) (runs.models.Run.Meta), so
+    a page reads about `size` index entries whatever the table holds."""
+    runs = runs_for_list()
+    if filters.status:
+        runs = runs.filter(status=filters.status)
+    if filters.waiting_reason:
+        condition = WAITING_REASON_FILTERS.get(filters.waiting_reason)
+        runs = runs.filter(status=Run.Status.WAITING)
+        if condition is not None:
+            runs = runs.filter(condition)
+        else:  # external_event: any other waiting reason
+            for other in WAITING_REASON_FILTERS.values():
+                runs = runs.exclude(other)
+    agent_id = agent_id_for_slug(filters.agent) if filters.agent else None
+    if agent_id is not None:  # by id, so the planner sees one value of (agent, created_at, id)
+        runs = runs.filter(agent_id=agent_id)
+    if filters.thread:
+        runs = runs.filter(thread_id=uuid_or_none(filters.thread))
+    if filters.provider or filters.endpoint:  # through the pinned versions' specs
+        versions = _versions_using(filters.provider, filters.endpoint, agent_id)
+        runs = runs.filter(agent_version_id__in=versions)  # none: no query at all
+    if filters.reason:
+        runs = runs.filter(status_reason=filters.reason)
+    if filters.since:
+        runs = runs.filter(created_at__gte=filters.since)
+    if filters.until:
+        runs = runs.filter(created_at__lt=filters.until)
+    if filters.q:
+        term = filters.q.strip()
+        ident = uuid_or_none(term)
+        if ident is not None:
+            runs = runs.filter(Q(pk=ident) | Q(thread_id=ident))
+        else:
+            runs = runs.filter(_threads_saying(term))
+    return keyset_page(runs, cursor, size)
+
+
+# A search matching at most this many messages lists the runs of their threads; beyond
+# it the word is common, and the newest runs are checked one by one instead.
+SEARCH_MESSAGES = 2000
+
+
+def _threads_saying(term: str) -> Q:
+    """Runs whose thread has a message containing `term` (any case). On PostgreSQL the
+    trigram index (runs migration 0006) finds the messages of a rare word at once; those
+    are few, so the runs of their threads are read by thread and sorted. A common word is
+    found in the first threads checked, so the runs are read newest first, each checked
+    for a matching message, until the page is full. Deciding here rather than leaving it
+    to the planner keeps a rare word off the second plan: for a thread of thousands of
+    messages it would read them all once per run of the thread."""
+    found = list(
+        Message.objects.filter(content__icontains=term)
+        .order_by()
+        .values_list("thread_id", flat=True)[: SEARCH_MESSAGES + 1]
+    )
+    if len(found) <= SEARCH_MESSAGES:
+        return Q(thread_id__in=set(found))
+    said = Message.objects.filter(thread_id=OuterRef("thread_id"), content__icontains=term)
+    return Q(Exists(said))
+
+
+def _versions_using(provider: str, endpoint: str, agent_id: int | None) -> list[int]:
+    """Ids of the agent versions (of `agent_id`, if given) whose spec uses a model of
+    `provider` / the endpoint: versions are few, runs are many."""
+    models = set(Model.objects.filter(provider__slug=provider).values_list("slug", flat=True))
+    versions = AgentVersion.objects.all()
+    if agent_id is not None:
+        versions = versions.filter(agent_id=agent_id)
+    found = []
+    for pk, spec in versions.values_list("pk", "spec"):
+        spec = spec or {}
+        if provider and spec.get("model_id") not in models:
+            continue
+        if endpoint and spec.get("endpoint_id") != endpoint:
+            continue
+        found.append(pk)
+    return found
+
+
+def run_row(run_id: Any) -> Run | None:
+    return runs_for_list().filter(pk=run_id).first()
+
+
+@dataclass
+class RunDetail:
+    """What the run page shows. Every list is bounded: the logs (events, the thread's
+    messages) are their newest page with a way to load earlier ones, the other lists their
+    newest RELATED_PAGE rows with `more` set when some were left out."""
+
+    run: Run
+    messages: Rows
+    events: Rows
+    open_tickets: Rows
+    decided_tickets: Rows
+    children: Rows
+    ancestors: list[Run]
+    retries: Rows
+    newer_version: bool
+    duration: dt.timedelta | None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# The panels of the run page; a partial that refreshes one panel reads only what it shows.
+RUN_SECTIONS = frozenset({"header", "tickets", "transcript", "timeline"})
+
+
+def run_detail(
+    run_id: Any,
+    *,
+    sections: frozenset[str] = RUN_SECTIONS,
+    events_before: int | None = None,
+    messages_before: int | None = None,
+    messages_from: int | None = None,
+) -> RunDetail | None:
+    run = (
+        Run.objects.select_related(
+            "agent", "agent_version", "thread", "parent_run__agent", "retry_of"
+        )
+        .filter(pk=run_id)
+        .first()
+    )
+    if run is None:
+        return None
+    header, tickets = "header" in sections, "tickets" in sections
+    return RunDetail(
+        run=run,
+        messages=(
+            run_transcript(run, before_seq=messages_before, from_seq=messages_from)
+            if "transcript" in sections
+            else Rows()
+        ),
+        events=(run_timeline(run, before_seq=events_before) if "timeline" in sections else Rows()),
+        open_tickets=run_open_tickets(run) if tickets else Rows(),
+        decided_tickets=(
+            newest_rows(
+                Ticket.objects.filter(run=run)
+                .exclude(status=Ticket.Status.PENDING)
+                .select_related("decision", "tool_call")
+            )
+            if tickets
+            else Rows()
+        ),
+        children=newest_rows(Run.objects.filter(parent_run=run).select_related("agent"))
+        if header
+        else Rows(),
+        ancestors=_ancestors(run) if header else [],
+        retries=newest_rows(Run.objects.filter(retry_of=run).only("id", "status", "status_reason"))
+        if header
+        else Rows(),
+        newer_version=(
+            run.agent_version.number
+            < (run.agent.versions.order_by("-number").values_list("number", flat=True).first() or 0)
+        )
+        if header
+        else False,
+        duration=_duration(run),
+    )
+
+
+def _ancestors(run: Run) -> list[Run]:
+    chain: list[Run] = []
+    parent = run.parent_run
+    while parent is not None and len(chain) < 20:
+        chain.append(parent)
+        if parent.parent_run_id is None:
+            break
+        parent = (
+            Run.objects.select_related("agent", "parent_run")
+            .filter(pk=parent.parent_run_id)
+            .first()
+        )
+    return list(reversed(chain))
+
+
+def _duration(run: Run) -> dt.timedelta | None:
+    if run.started_at is None:
+        return None
+    return (run.finished_at or timezone.now()) - run.started_at
+
+
+def run_transcript(run: Run, *, before_seq: int | None = None, from_seq: int | None = None) -> Rows:
+    """The run's thread's newest messages (the run page shows the whole conversation).
+    A live refresh of the page's panel (from its first message on, no upper bound) may show
+    up to TRANSCRIPT_LIVE, so what arrives while the page is open does not at once push
+    messages it showed behind a "show earlier" control."""
+    live_refresh = from_seq is not None and before_seq is None
+    return seq_window(
+        Message.objects.filter(thread_id=run.thread_id),
+        before_seq=before_seq,
+        from_seq=from_seq,
+        size=TRANSCRIPT_LIVE if live_refresh else TRANSCRIPT_PAGE,
+    )
+
+
+def run_open_tickets(run: Run) -> Rows:
+    """Oldest first, like the inbox; past RELATED_PAGE the others are decided there."""
+    rows = list(
+        Ticket.objects.filter(run=run, status=Ticket.Status.PENDING)
+        .select_related("tool_call")
+        .order_by("created_at", "pk")[: RELATED_PAGE + 1]
+    )
+    return Rows(rows[:RELATED_PAGE], more=len(rows) > RELATED_PAGE)
+
+
+def run_timeline(run: Run, *, before_seq: int | None = None) -> Rows:
+    """The run's newest events (before `before_seq`). The page's live stream resumes after
+    the last one, so the first page always ends with the newest event."""
+    return seq_window(RunEvent.objects.filter(run=run), before_seq=before_seq, size=TIMELINE_PAGE)

@@ -1,0 +1,215 @@
+"""Who holds a run: a worker claims it by compare-and-swap (an `attempt` that fences its
+later writes), holds a lease the process renews while the segment works, and releases it.
+
+Leases are set and judged by the database's clock only (`Now()`), never a worker's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.db import InterfaceError, OperationalError, connection, transaction
+from django.db.models import Case, F, Q, Value, When
+from django.db.models.functions import Coalesce, Now
+from django.utils import timezone
+
+from agents.models import Agent
+from runs.models import Run
+from runs.runtime.ports import CancellationToken
+from runs.services.dispatch import run_dispatch
+from runs.services.events import (
+    RUN_ROW_FIELDS,
+    activation_close_interrupted,
+    apply_thread_projection,
+)
+from runs.sql import update_returning
+
+logger = logging.getLogger(__name__)
+
+
+def worker_identity() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
+
+
+def _lease() -> dt.timedelta:
+    return dt.timedelta(seconds=settings.AWAKEN_LEASE_SECONDS)
+
+
+def _lease_until() -> Any:
+    """A new lease's end. Leases are set and judged by the database's clock only
+    (`Now()`), never a worker's: workers' clocks may disagree."""
+    return Now() + _lease()
+
+
+AGENT_SLUG = {
+    "agent_slug": "(SELECT slug FROM agents_agent WHERE agents_agent.id = runs_run.agent_id)"
+}
+
+
+def run_claim(*, run_id: Any, worker: str) -> Run | None:
+    """Take the run if it is due or its lease expired: one guarded update that answers the
+    claimed row (its `attempt` fences every later write of this worker)."""
+    now = timezone.now()
+    take = {
+        "due": False,
+        "lease_owner": worker,
+        "lease_expires_at": _lease_until(),
+        "attempt": F("attempt") + 1,
+        "status": Run.Status.RUNNING,
+        "status_reason": "",
+        "waiting": None,
+        "started_at": Coalesce("started_at", Value(now)),
+        "updated_at": now,
+    }
+    open_runs = Run.objects.filter(pk=run_id).exclude(status=Run.Status.DONE)
+    with transaction.atomic(savepoint=False):
+        run = update_returning(
+            open_runs.filter(due=True).filter(
+                Q(lease_expires_at__isnull=True)
+                # a running run whose lease expired is a recovery (below)
+                | (Q(lease_expires_at__lt=Now()) & ~Q(status=Run.Status.RUNNING))
+            ),
+            take,
+            extra=AGENT_SLUG,
+        )
+        if run is None:  # a redelivered task finds its dead worker's run: a recovery
+            run = update_returning(
+                open_runs.filter(status=Run.Status.RUNNING, lease_expires_at__lt=Now()),
+                {**take, "recoveries": F("recoveries") + 1},
+                extra=AGENT_SLUG,
+            )
+            if run is not None:
+                activation_close_interrupted(run, LEASE_EXPIRED)
+        if run is not None:
+            # the agent as it is named now (only its slug is loaded)
+            slug = run.agent_slug  # type: ignore[attr-defined]
+            run.agent = Agent.from_db(None, ["id", "slug"], [run.agent_id, slug])
+            apply_thread_projection(run)
+        return run
+
+
+# Why an activation ended without its `run_finish` (the `activation_interrupted` error).
+LEASE_EXPIRED = (
+    "activation interrupted: its worker stopped renewing the lease (killed, or cut off); "
+    "the run resumes from its last checkpoint"
+)
+SEGMENT_STOPPED = (
+    "activation interrupted: its worker stopped it before the end (shutting down); "
+    "the run resumes from its last checkpoint"
+)
+
+
+def run_release(*, run_id: Any, attempt: int, interrupted: str | None = None) -> None:
+    """Give up the lease; ring again if decisions arrived while we held it, or if the
+    segment was interrupted (the worker is shutting down) before the run settled.
+
+    `interrupted` (why) for a segment that ended without returning: the activation it
+    left open in the log is closed with the release, in one transaction, so the next
+    activation's `run_start` follows a closed one."""
+    held = Run.objects.filter(pk=run_id, attempt=attempt).exclude(status=Run.Status.DONE)
+    release = {
+        "lease_owner": "",
+        "lease_expires_at": None,
+        "due": Case(When(status=Run.Status.RUNNING, then=Value(True)), default=F("due")),
+    }
+    if interrupted is not None:
+        with transaction.atomic():
+            run = update_returning(held, release, (*RUN_ROW_FIELDS, "due"))
+            if run is not None:
+                activation_close_interrupted(run, interrupted)
+        if run is not None and run.due:
+            run_dispatch(run_id)
+        return
+    released = held.update(**release)
+    # a finished run's last checkpoint already gave the lease up: nothing can be due
+    if released and Run.objects.filter(pk=run_id, due=True).exists():
+        run_dispatch(run_id)
+
+
+@dataclass
+class _Lease:
+    run_id: Any
+    attempt: int
+    token: CancellationToken
+    renewed: float  # time.monotonic() of the claim or the last renewal
+    # held while renewing; `released` under it: no renewal lands after the segment let go
+    # (it would put a lease back on a run its release just freed)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    released: bool = False
+
+
+class LeaseRenewer:
+    """One thread per process renews the lease of every segment the process runs, each
+    a third of the lease after its claim or last renewal, and cancels a segment whose
+    run another worker took. A segment shorter than that costs no renewal and no thread
+    of its own."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[int, _Lease] = {}
+        self._pid = 0
+
+    @contextlib.contextmanager
+    def hold(self, run_id: Any, attempt: int, token: CancellationToken) -> Iterator[None]:
+        lease = _Lease(run_id, attempt, token, time.monotonic())
+        with self._lock:
+            if self._pid != os.getpid():  # first use in this process (or a forked child)
+                self._pid = os.getpid()
+                threading.Thread(target=self._loop, daemon=True, name="lease-renewer").start()
+            self._held[id(lease)] = lease
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._held.pop(id(lease), None)
+            with lease.lock:  # waits for a renewal in flight
+                lease.released = True
+
+    def _loop(self) -> None:
+        while True:
+            interval = max(settings.AWAKEN_LEASE_SECONDS / 3, 0.2)
+            time.sleep(interval / 4)
+            now = time.monotonic()
+            with self._lock:
+                due = [lease for lease in self._held.values() if now - lease.renewed >= interval]
+            if due:
+                try:
+                    self._renew(due, now)
+                except Exception:
+                    logger.exception("lease renewal failed")
+                finally:
+                    connection.close()  # back to the pool between rounds
+
+    def _renew(self, due: list[_Lease], now: float) -> None:
+        for lease in due:
+            with lease.lock:
+                if lease.released:
+                    continue
+                try:
+                    renewed = Run.objects.filter(pk=lease.run_id, attempt=lease.attempt).update(
+                        lease_expires_at=_lease_until()
+                    )
+                except (OperationalError, InterfaceError):
+                    # the database is away: try again next round; the lease (three
+                    # renewals long) outlives a short outage
+                    logger.warning("lease renewal failed for run %s", lease.run_id, exc_info=True)
+                    return
+            if renewed:
+                lease.renewed = now
+            else:  # another worker holds the run now: stop this segment
+                lease.token.cancel()
+                with self._lock:
+                    self._held.pop(id(lease), None)
+
+
+renewer = LeaseRenewer()  # this process's
