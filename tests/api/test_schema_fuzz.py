@@ -64,6 +64,8 @@ schema.config.phases.update(phases=["examples", "fuzzing"])
 schema.config.generation.update(max_examples=20)
 
 
+# ~20 generated requests on each of the schema's operations: ~10 s in all
+@pytest.mark.slow
 @schema.exclude(path_regex=r"/events/stream$").parametrize()
 @settings(
     max_examples=20,

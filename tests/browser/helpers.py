@@ -12,7 +12,7 @@ from runs.models import Run
 from tests.processes import wait_for
 
 RUN_URL = re.compile(r"/runs/(?P<id>[0-9a-f-]{36})/$")
-APPROVAL = {
+NOTE_AND_EMAIL_APPROVAL = {
     "default_behavior": "allow",
     "rules": [
         {"tool": "write_note", "behavior": "ask"},

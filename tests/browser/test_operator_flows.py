@@ -14,7 +14,7 @@ from agents.models import Note
 from common.models import AuditEntry
 from runs.models import Decision, Run, Ticket
 from tests.browser.helpers import (
-    APPROVAL,
+    NOTE_AND_EMAIL_APPROVAL,
     csrf_token,
     login,
     mark_page,
@@ -270,7 +270,7 @@ def test_markup_in_arguments_and_replies_is_shown_as_text_everywhere(new_page):
             {"text": f"Done. {IMG} {SCRIPT}"},
         ],
         tools=["write_note"],
-        permission=APPROVAL,
+        permission=NOTE_AND_EMAIL_APPROVAL,
         slug="mischief",
     )
     user_with_role("operator", "opa")

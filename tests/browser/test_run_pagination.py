@@ -9,7 +9,7 @@ from playwright.sync_api import expect
 from runs import selectors
 from runs.models import Message, Run, RunEvent, Thread, Ticket
 from tests.browser.helpers import (
-    APPROVAL,
+    NOTE_AND_EMAIL_APPROVAL,
     login,
     mark_page,
     post,
@@ -40,7 +40,7 @@ def test_earlier_pages_load_above_and_the_live_stream_appends_below(new_page):
             {"text": "Done."},
         ],
         slug="noter",
-        permission=APPROVAL,
+        permission=NOTE_AND_EMAIL_APPROVAL,
     )
     user_with_role("operator", "opa")
     thread = Thread.objects.create(title="a long conversation", message_count=OLD_MESSAGES)

@@ -121,7 +121,10 @@ def test_the_panel_shows_health_errors_and_dependent_runs(viewer_client):
     running_href, waiting_href, failed_href = (html.unescape(h) for h in hrefs)
     assert listed(viewer_client, running_href) == {str(runs["running"].pk)}
     assert listed(viewer_client, waiting_href) == {str(r.pk) for r in runs["waiting"]}
-    assert listed(viewer_client, failed_href) == {str(runs["failed"].pk), str(runs["remote_failed"].pk)}
+    assert listed(viewer_client, failed_href) == {
+        str(runs["failed"].pk),
+        str(runs["remote_failed"].pk),
+    }
     assert str(runs["old_failure"].pk) not in listed(viewer_client, failed_href)
 
     partner_hrefs = [html.unescape(h) for h in re.findall(r'href="([^"]+)"', partner)]

@@ -147,7 +147,9 @@ def test_filters_by_agent_and_tool(operator_client):
     assert '<option value="mathy" selected>' in html
     assert f'data-refresh-url="{reverse("runs:inbox-list")}?agent=mathy"' in html
 
-    fragment = operator_client.get(reverse("runs:inbox-list"), {"tool": "write_note"}).content.decode()
+    fragment = operator_client.get(
+        reverse("runs:inbox-list"), {"tool": "write_note"}
+    ).content.decode()
     assert all(f'id="ticket-row-{t.pk}"' in fragment for t in note_tickets)
     assert f'id="ticket-row-{calc_tickets[0].pk}"' not in fragment
 
@@ -213,7 +215,9 @@ def test_bulk_only_accepts_post(operator_client):
 # --- bulk decisions -------------------------------------------------------------------------------
 
 
-def test_bulk_approve_confirms_first_then_decides_every_ticket_and_makes_the_runs_due(operator_client):
+def test_bulk_approve_confirms_first_then_decides_every_ticket_and_makes_the_runs_due(
+    operator_client,
+):
     tickets = waiting_tickets(3)
     confirmation = bulk(operator_client, tickets, "approve")
     assert confirmation.status_code == 200
@@ -246,7 +250,9 @@ def test_bulk_reject_records_the_reason(operator_client):
     tickets = waiting_tickets(2)
     html = bulk(operator_client, tickets, "reject").content.decode()
     assert "Confirm reject 2 tickets" in html
-    html = bulk(operator_client, tickets, "reject", confirm="1", comment="not today").content.decode()
+    html = bulk(
+        operator_client, tickets, "reject", confirm="1", comment="not today"
+    ).content.decode()
     assert "2 rejected." in html
     decisions = Decision.objects.order_by("created_at")
     assert [(d.action, d.comment) for d in decisions] == [("reject", "not today")] * 2
