@@ -123,13 +123,13 @@ def run_start(
 ) -> Run:
     """Start a run on a new or existing thread. A message to a thread whose open run
     waits continues that run (same run id) instead of starting another."""
-    run, _ = run_submit(
+    run, _ = run_start_or_reuse(
         agent=agent, messages=messages, thread=thread, idempotency_key=idempotency_key, actor=actor
     )
     return run
 
 
-def run_submit(
+def run_start_or_reuse(
     *,
     agent: Agent,
     messages: Any,
@@ -137,9 +137,10 @@ def run_submit(
     idempotency_key: str = "",
     actor: Actor = SYSTEM,
 ) -> tuple[Run, bool]:
-    """`run_start` that also says whether it created a run: False for a repeat of the
-    submitter's idempotency key (also one that lost the race to a concurrent request with
-    the same key) and for input that continued a waiting run."""
+    """`run_start`, and whether it created a run. It reuses one (False) for a repeat of
+    the submitter's idempotency key (also one that lost the race to a concurrent request
+    with the same key) and for input that continued a waiting run; the API answers those
+    200 rather than 201."""
     try:
         return _submit(agent, messages, thread, idempotency_key, actor)
     except IntegrityError:

@@ -20,7 +20,7 @@ from common.api.auth import actor_for
 from common.api.base import get_or_not_found
 from common.api.errors import error_responses
 from runs.models import Run, Thread, Ticket
-from runs.services.runs import run_submit
+from runs.services.runs import run_start_or_reuse
 from runs.services.tickets import decision_json, decision_submit_or_repeat
 from runs.store import record_from_row, record_to_json
 
@@ -118,12 +118,12 @@ def run_record_json(run: Run, *, fresh: bool = False) -> dict[str, Any]:
 def start_run(
     request: Request, *, agent: Agent, messages: list[Any], thread: Thread | None, key: str
 ) -> Response | StreamingHttpResponse:
-    """run_submit; 201 for a new run, 200 for the same run again (idempotency key repeat, or
-    new input continuing the thread's waiting run). With `Accept: text/event-stream`, as
+    """run_start_or_reuse; 201 for a new run, 200 for the same run again (idempotency key
+    repeat, or new input continuing the thread's waiting run). With `Accept: text/event-stream`, as
     upstream's `POST /v1/runs`: the run's events as Server-Sent Events instead of its
     record (a new run's from its first, a continued run's from the new input on), until
     its first `run_finish` or `error`; the run id is in `Location` and `X-Run-ID`."""
-    run, created = run_submit(
+    run, created = run_start_or_reuse(
         agent=agent,
         messages=[dict(m) for m in messages],
         thread=thread,
