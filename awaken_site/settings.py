@@ -37,10 +37,12 @@ INSTALLED_APPS = [
     "agents",
     "runs",
     "common",
+    "csp",  # django-csp: the Content-Security-Policy header (see its settings below)
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "awaken_site.middleware.DatabaseUnavailableMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "awaken_site.middleware.RejectNulMiddleware",
@@ -271,11 +273,6 @@ if not DEBUG:
 # http: page, wss: from an https: page; Chromium 71+, Firefox, Safari 16+). For older
 # browsers, or sockets served from another host, list their origins (comma-separated,
 # e.g. wss://ops.example.com) in CSP_CONNECT_SRC_EXTRA.
-INSTALLED_APPS += ["csp"]
-MIDDLEWARE.insert(
-    MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1,
-    "csp.middleware.CSPMiddleware",
-)
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
         "default-src": ["'self'"],
