@@ -359,9 +359,9 @@ def create_agent(script: list[dict[str, Any]], tools: list[str]) -> Any:
 def create_thread(n_messages: int) -> Any:
     """A thread whose log already holds `n_messages` committed messages, bulk-created in
     the shape of past tool-using runs: user, assistant(tool call), tool, assistant."""
+    from runs.message_rows import message_to_row
     from runs.models import Message, Thread
     from runs.runtime import types as rt
-    from runs.store import message_to_row
 
     thread = Thread.objects.create(title=f"bench {n_messages} messages")
     rows = []
@@ -388,9 +388,9 @@ def append_user_message(thread: Any, text: str) -> str:
     from django.db import transaction
     from django.utils import timezone
 
+    from runs.message_rows import message_to_row
     from runs.models import Message, Thread
     from runs.runtime import types as rt
-    from runs.store import message_to_row
 
     message = rt.Message.user(text)
     with transaction.atomic():

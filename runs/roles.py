@@ -14,6 +14,9 @@ VIEW = [
     ("runs", "view_ticket"),
     ("runs", "view_decision"),
     ("runs", "view_runevent"),
+    ("runs", "view_pendinginput"),
+    ("runs", "view_backgroundtask"),
+    ("runs", "view_schedule"),
     ("common", "view_auditentry"),
     ("agents", "view_agent"),
     ("agents", "view_agentversion"),
@@ -27,6 +30,8 @@ OPERATE = [
     ("runs", "cancel_run"),
     ("runs", "retry_run"),
     ("runs", "decide_ticket"),
+    ("runs", "prioritize_run"),
+    ("runs", "edit_pendinginput"),
 ]
 CONFIGURE = [
     (app, f"{verb}_{model}")
@@ -35,9 +40,10 @@ CONFIGURE = [
         ("agents", "model"),
         ("agents", "modelprovider"),
         ("agents", "remoteendpoint"),
+        ("runs", "schedule"),
     ]
     for verb in ("add", "change", "delete")
-]
+] + [("runs", "run_schedule")]
 
 ROLES: dict[str, list[tuple[str, str]]] = {
     "viewer": VIEW,
@@ -61,6 +67,8 @@ def sync_roles(apps: Any) -> None:
         for app_label, codename in perms:
             if app_label not in installed:
                 continue  # an app a later migration brings in (`common`) grants its own
-            group.permissions.add(
-                Permission.objects.get(content_type__app_label=app_label, codename=codename)
-            )
+            permission = Permission.objects.filter(
+                content_type__app_label=app_label, codename=codename
+            ).first()
+            if permission is not None:  # else a model a later migration adds (and grants)
+                group.permissions.add(permission)

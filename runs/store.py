@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime as dt
 from typing import Any
-from uuid import UUID
 
 from django.db import transaction
 from django.db.models import F, Value
@@ -20,17 +19,24 @@ from django.utils import timezone
 
 from agents.selectors import agent_version_by_id
 from common.jsonsafe import without_nul
+from runs.message_rows import message_from_row, message_to_row
 from runs.models import Message, Run, Thread, Ticket, ToolCall
 from runs.realtime import broadcast_live
 from runs.runtime import types as rt
 from runs.runtime.events import DELTA_EVENT_TYPES, Event
 from runs.runtime.ports import Checkpoint, LeaseLostError, VersionConflictError
 from runs.services import stats
+from runs.services.delivery import thread_deliver_next
 from runs.services.events import (
     apply_thread_projection,
     events_append,
     run_reserving_seqs,
     thread_projection,
+)
+from runs.services.inbox import (
+    background_record,
+    steer_deliver,
+    wake_if_work_finished,
 )
 
 
@@ -40,37 +46,6 @@ def _ts(value: dt.datetime | None) -> int | None:
 
 def _dt(value: int | None) -> dt.datetime | None:
     return dt.datetime.fromtimestamp(value, tz=dt.UTC) if value else None
-
-
-def message_from_row(row: Message) -> rt.Message:
-    calls = row.tool_calls or None
-    return rt.Message(
-        role=rt.Role(row.role),
-        content=list(row.content or []),
-        tool_calls=[rt.ToolCall.from_json(c) for c in calls] if calls else None,
-        tool_call_id=row.tool_call_id or None,
-        visibility=row.visibility,
-        run_id=str(row.produced_by_run_id) if row.produced_by_run_id else None,
-        step_index=row.step_index,
-        id=str(row.id),
-    )
-
-
-def message_to_row(thread_id: Any, seq: int, message: rt.Message) -> Message:
-    return Message(
-        id=UUID(message.id) if message.id else None,
-        thread_id=thread_id,
-        seq=seq,
-        role=message.role.value,
-        content=without_nul(message.content),
-        tool_calls=without_nul([c.to_json() for c in message.tool_calls])
-        if message.tool_calls
-        else None,
-        tool_call_id=message.tool_call_id or "",
-        visibility=message.visibility,
-        produced_by_run_id=message.run_id,
-        step_index=message.step_index,
-    )
 
 
 def load_messages(thread_id: Any) -> list[rt.Message]:
@@ -199,11 +174,14 @@ class OrmCheckpointStore:
         run = Run.objects.select_related("agent").filter(pk=run_id).first()
         return record_from_row(run) if run else None
 
-    def checkpoint(self, checkpoint: Checkpoint) -> None:
+    def checkpoint(self, checkpoint: Checkpoint) -> list[rt.Message] | None:
         """One transaction of four or five statements, none of them growing with the thread:
         the run row (which locks it, fences the attempt and reserves the events' seqs),
         the thread (message-count guard and run pointers), the new messages, the changed
-        tool calls and the events."""
+        tool calls and the events. Then, only when there is something to do: background
+        work started or received, the thread's next input once the run is done, steer
+        input at a step boundary (returned, committed), a wake for a run whose background
+        work finished while it ran."""
         now = timezone.now()
         events = checkpoint.events
         if self.announced and events and events[0]["event_type"] == "run_start":
@@ -223,10 +201,23 @@ class OrmCheckpointStore:
                 apply_thread_projection(run)
             self._save_tool_calls(run, checkpoint, now)
             events_append(run, events, now=now, save_counter=False)
-            if finishing and run.finished_at == now:  # it was not done before
-                stats.run_finished(run)
+            if checkpoint.background_starts or checkpoint.background_delivered:
+                background_record(
+                    run, checkpoint.background_starts, checkpoint.background_delivered, now
+                )
+            delivered = None
+            if finishing:
+                if run.finished_at == now:  # it was not done before
+                    stats.run_finished(run)
+                thread_deliver_next(run)  # the thread's next queued input starts
+            elif checkpoint.accepts_input and run.pending_inputs:
+                count = checkpoint.expected_message_count + len(checkpoint.new_messages)
+                delivered = steer_deliver(run, count)
+            else:
+                wake_if_work_finished(run)
         if checkpoint.events:  # the activation's run_start is behind us
             self.announced = False
+        return delivered
 
     def _append_messages(self, checkpoint: Checkpoint, thread_updates: dict[str, Any]) -> bool:
         """Append the new messages, guarded by the thread's committed message count, and

@@ -119,6 +119,41 @@ def error(message: str, code: str | None = None) -> Event:
     return event
 
 
+def input_delivered(
+    input_id: str, mode: str, boundary: str, message_ids: list[str], messages: list[Any]
+) -> Event:
+    """Input sent to the thread reached the run: at a step boundary (`next_step`, steer),
+    as the start of a new run (`new_run`) or to continue a waiting one (`resume_input`)."""
+    return {
+        "event_type": "input_delivered",
+        "input_id": input_id,
+        "mode": mode,
+        "boundary": boundary,
+        "message_ids": message_ids,
+        "messages": messages,
+    }
+
+
+def background_task_started(task_id: str, call_id: str, kind: str, label: str) -> Event:
+    return {
+        "event_type": "background_task_started",
+        "task_id": task_id,
+        "call_id": call_id,
+        "kind": kind,
+        "label": label,
+    }
+
+
+def background_task_delivered(task_id: str, status: str, message_id: str) -> Event:
+    """Finished background work handed to the run: its result is the message `message_id`."""
+    return {
+        "event_type": "background_task_delivered",
+        "task_id": task_id,
+        "status": status,
+        "message_id": message_id,
+    }
+
+
 def activation_interrupted(message: str) -> Event:
     return error(message, ACTIVATION_INTERRUPTED)
 

@@ -16,10 +16,12 @@ from typing import Any
 
 from . import events as ev
 from .agent import AgentSpec, ResolvedAgent
+from .background import AWAITING_TASKS, BackgroundWork
 from .checkpoint import ActivationLog, RunProgress, activation_checkpoint, error_payload_of
 from .events import Event
 from .identity import RunIdentity
 from .ports import (
+    BackgroundResult,
     CancellationToken,
     CheckpointStore,
     EventSink,
@@ -156,7 +158,11 @@ class AgentLoop:
         previous: RunRecord | None = None,
         tool_calls: dict[str, ToolCallState] | None = None,
         decisions: list[tuple[str, ToolCallResume]] | None = None,
+        background_results: list[BackgroundResult] | None = None,
+        background: bool = False,
     ) -> None:
+        """`background`: tools may start background work the run waits for (a top-level
+        run with a store); `background_results`: finished work this activation receives."""
         self.agent = agent
         self.identity = identity
         self.messages = list(messages)
@@ -186,7 +192,17 @@ class AgentLoop:
         # would find them suspended/resuming and replay them again.
         self._unwritten_calls: dict[str, ToolCallState] = {}
         self._step_message_id = ""
-        self.tools = ToolRunner(agent, identity, self.state, self.messages, self.emit, self.cancel)
+        self.background = BackgroundWork(self.state, self.emit)
+        self.background_results = background_results or []
+        self.tools = ToolRunner(
+            agent,
+            identity,
+            self.state,
+            self.messages,
+            self.emit,
+            self.cancel,
+            start_background=self.background.starter if background and store else None,
+        )
 
     # --- events and state ------------------------------------------------------------------
 
@@ -202,7 +218,12 @@ class AgentLoop:
         termination: TerminationReason | None = None,
         final_output: str | None = None,
         error_payload: Any = None,
+        *,
+        boundary: bool = False,
     ) -> None:
+        """Commit what the activation added since the last checkpoint. At a step
+        `boundary` the store may deliver input sent to the run meanwhile (steer): it
+        comes back committed and joins the log the next inference reads."""
         lifecycle = self.state.lifecycle
         persisted = PersistedState(self.state.revision, dict(self.state.extensions))
         if self.store is None:
@@ -236,11 +257,14 @@ class AgentLoop:
             call for cid, call in pending.items() if self._written_calls.get(cid) != call.to_json()
         ]
         checkpoint = activation_checkpoint(log, progress, changed, self.pending_events)
-        self.store.checkpoint(checkpoint)
+        checkpoint.accepts_input = boundary
+        checkpoint.background_starts, checkpoint.background_delivered = self.background.take()
+        delivered = self.store.checkpoint(checkpoint)
         for call in changed:
             self._written_calls[call.call_id] = call.to_json()
         self._unwritten_calls.clear()
         self.pending_events = []
+        self.messages.extend(delivered or [])
         self.committed_count = len(self.messages)
         self.previous = checkpoint.record
 
@@ -265,6 +289,7 @@ class AgentLoop:
         self._set_status(RunStatus.RUNNING, None)
         if self.agent.permission is not None:
             self.state.extensions[PERMISSION_KEY] = self.agent.permission.to_json()
+        self.messages.extend(self.background.deliver(self.background_results))
 
         termination: TerminationReason | None = None
         if self.tools.replay_decided():
@@ -315,7 +340,7 @@ class AgentLoop:
         self.emit(self._snapshot_event())
         self.emit(ev.step_end())
         if not last:
-            self._checkpoint()
+            self._checkpoint(boundary=True)
 
     # --- one step ------------------------------------------------------------------------------
 
@@ -388,7 +413,10 @@ class AgentLoop:
             self._close_step(last=True)
             return TerminationReason.cancelled()
         if not calls:
-            self._set_status(RunStatus.DONE, "natural")
+            if self.background.pending():  # the run waits for its background work
+                self._set_status(RunStatus.WAITING, AWAITING_TASKS)
+            else:
+                self._set_status(RunStatus.DONE, "natural")
             self._close_step(last=True)
             return TerminationReason.natural_end()
 

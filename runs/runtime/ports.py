@@ -4,6 +4,7 @@ in-memory fakes in `runs.runtime.testing`."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -64,12 +65,54 @@ class Checkpoint:
     tool_calls: list[ToolCallState]
     events: list[Event]
     step_index: int | None = None
+    # a step boundary where the run takes input sent while it ran (steer)
+    accepts_input: bool = False
+    # background work the step's tools started, and finished work this activation took in
+    background_starts: list[BackgroundStart] = field(default_factory=list)
+    background_delivered: list[str] = field(default_factory=list)
 
 
 class CheckpointStore(Protocol):
     def load_run(self, run_id: str) -> RunRecord | None: ...
 
-    def checkpoint(self, checkpoint: Checkpoint) -> None: ...
+    def checkpoint(self, checkpoint: Checkpoint) -> list[Message] | None:
+        """Commit `checkpoint`. At a boundary that `accepts_input`, the store may deliver
+        input sent to the run meanwhile in the same commit, appended to the log after the
+        checkpoint's messages: those messages are returned (committed already)."""
+        ...
+
+
+# --- Background work -------------------------------------------------------------------------
+
+
+@dataclass
+class BackgroundStart:
+    """Work a tool started that outlives its step (a worker executes it later)."""
+
+    task_id: str
+    call_id: str
+    kind: str
+    label: str
+    arguments: dict[str, Any]
+
+
+@dataclass
+class BackgroundResult:
+    """Finished background work, handed to the run's next activation."""
+
+    task_id: str
+    kind: str
+    label: str
+    status: str  # completed, failed or cancelled
+    result: Any = None
+    error: str = ""
+
+    def as_message_text(self) -> str:
+        head = f"[background task {self.label or self.kind} ({self.task_id}) {self.status}]"
+        if self.status == "completed":
+            body = self.result if isinstance(self.result, str) else json.dumps(self.result)
+            return f"{head}\n{body}"
+        return f"{head}\n{self.error or 'no result'}"
 
 
 # --- Cancellation ------------------------------------------------------------------------------
@@ -197,6 +240,9 @@ class ToolCallContext:
     suspension_id: str | None = None
     suspension_reason: str | None = None
     state: dict[str, Any] = field(default_factory=dict)
+    # start background work: (kind, arguments, label) -> task id; None where the run
+    # cannot wait for it (sub-agent runs, tests without a store)
+    start_background: Callable[[str, dict[str, Any], str], str] | None = None
 
 
 class Tool(Protocol):

@@ -79,6 +79,10 @@ class RuntimeState:
         if termination.type == TerminationReason.SUSPENDED:
             if self.lifecycle.status is not RunStatus.WAITING:
                 self.set_status(RunStatus.WAITING, "suspended")
+        elif self.lifecycle.status is RunStatus.WAITING and termination.type == (
+            TerminationReason.NATURAL_END
+        ):
+            pass  # its steps ended, its background work did not: it waits (awaiting_tasks)
         elif self.lifecycle.status is not RunStatus.DONE:
             status, reason = termination.to_run_status()
             self.set_status(status, reason)

@@ -9,9 +9,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import events as ev
 from .agent import AgentSpec, ResolvedAgent
 from .events import Event
 from .ports import (
+    BackgroundStart,
     CancellationToken,
     Checkpoint,
     InferenceRequest,
@@ -47,6 +49,8 @@ class InMemoryStore:
     tool_calls: dict[str, dict[str, ToolCallState]] = field(default_factory=dict)
     events: dict[str, list[Event]] = field(default_factory=dict)
     checkpoints: int = 0
+    inbox: dict[str, list[list[Message]]] = field(default_factory=dict)
+    background: list[BackgroundStart] = field(default_factory=list)
 
     def append_messages(self, thread_id: str, messages: list[Message]) -> None:
         self.messages.setdefault(thread_id, []).extend(copy.deepcopy(messages))
@@ -58,7 +62,11 @@ class InMemoryStore:
         record = self.runs.get(run_id)
         return copy.deepcopy(record)
 
-    def checkpoint(self, checkpoint: Checkpoint) -> None:
+    def send_input(self, run_id: str, messages: list[Message]) -> None:
+        """Steer: input for `run_id`, delivered at its next step boundary."""
+        self.inbox.setdefault(run_id, []).append(messages)
+
+    def checkpoint(self, checkpoint: Checkpoint) -> list[Message] | None:
         log = self.messages.setdefault(checkpoint.thread_id, [])
         if len(log) != checkpoint.expected_message_count:
             raise VersionConflictError(checkpoint.expected_message_count, len(log))
@@ -69,7 +77,20 @@ class InMemoryStore:
         for call in checkpoint.tool_calls:
             calls[call.call_id] = copy.deepcopy(call)
         self.events.setdefault(record.run_id, []).extend(copy.deepcopy(checkpoint.events))
+        self.background.extend(copy.deepcopy(checkpoint.background_starts))
         self.checkpoints += 1
+        waiting = self.inbox.pop(record.run_id, []) if checkpoint.accepts_input else []
+        delivered: list[Message] = []
+        for index, messages in enumerate(waiting):
+            delivered.extend(copy.deepcopy(messages))
+            ids = [m.id or "" for m in messages]
+            self.events[record.run_id].append(
+                ev.input_delivered(
+                    f"input-{index + 1}", "steer", "next_step", ids, [m.to_json() for m in messages]
+                )
+            )
+        log.extend(copy.deepcopy(delivered))
+        return delivered or None
 
 
 @dataclass

@@ -90,7 +90,9 @@ class ToolRunner:
         messages: list[Message],
         emit: Callable[[Event], None],
         cancel: CancellationToken,
+        start_background: Callable[[str], Callable[[str, dict[str, Any], str], str]] | None = None,
     ) -> None:
+        self.start_background = start_background
         self.agent = agent
         self.identity = identity
         self.state = state
@@ -249,6 +251,7 @@ class ToolRunner:
             suspension_id=resume.suspension_id if resume else None,
             suspension_reason=resume.suspension_reason if resume else None,
             state=self.state.extensions,
+            start_background=self.start_background(call.id) if self.start_background else None,
         )
         self.state.put_call(
             ToolCallState(call.id, call.name, arguments, ToolCallStatus.RUNNING, now_ms())

@@ -15,12 +15,14 @@ from runs.models import Run
 logger = logging.getLogger(__name__)
 
 
-def _enqueue(run_id: str) -> None:
+def _enqueue(run_id: str, task: str = "runs.advance_run") -> None:
     # The task by its name: runs.tasks imports the services, not the other way round.
     try:
-        current_app.tasks["runs.advance_run"].delay(run_id)
-    except Exception:  # broker down: the sweep will find the run
-        logger.warning("could not enqueue run %s; the sweep will retry", run_id, exc_info=True)
+        current_app.tasks[task].delay(run_id)
+    except Exception:  # broker down: the sweep will find the row
+        logger.warning(
+            "could not enqueue %s(%s); the sweep will retry", task, run_id, exc_info=True
+        )
 
 
 def run_dispatch(run_id: Any) -> None:
@@ -32,3 +34,8 @@ def run_dispatch(run_id: Any) -> None:
 def enqueue_on_commit(run_id: Any) -> None:
     """The enqueue alone, for a caller that wrote the run's `dispatched_at` itself."""
     transaction.on_commit(lambda: _enqueue(str(run_id)), robust=True)
+
+
+def enqueue_task_on_commit(task: str, row_id: Any) -> None:
+    """Ring another task's doorbell (ids only) once the current transaction commits."""
+    transaction.on_commit(lambda: _enqueue(str(row_id), task), robust=True)

@@ -46,7 +46,7 @@ def run_identity(run: Run) -> RunIdentity:
         parent_thread_id=str(parent.thread_id) if parent else None,
         parent_tool_call_id=run.parent_tool_call_id or None,
         origin=run.origin,
-        run_mode="resume" if run.steps else "foreground",
+        run_mode="resume" if run.steps else (run.run_mode or "foreground"),
     )
 
 
@@ -72,6 +72,7 @@ RUN_ROW_FIELDS = (
     "steps",
     "last_event_seq",
     "updated_at",
+    "pending_inputs",
 )
 
 
@@ -123,8 +124,11 @@ def events_append(
     return rows
 
 
-# Appended to a run's log between its activations (after one ended, before the next).
+# Appended to a run's log between its activations (after one ended, before the next):
+# decisions, and input that continues a waiting run (`input_delivered` at `resume_input`;
+# the one that starts a new run follows its `run_start`, inside the first activation).
 BETWEEN_ACTIVATIONS_EVENT_TYPES = frozenset({"ticket_decided"})
+RESUME_INPUT = "resume_input"
 
 
 def activation_close_interrupted(run: Run, message: str) -> bool:
@@ -141,10 +145,17 @@ def activation_close_interrupted(run: Run, message: str) -> bool:
         return False
     last = (
         RunEvent.objects.filter(run_id=run.pk, seq=run.last_event_seq)
-        .values_list("event_type", flat=True)
+        .values_list("event_type", "payload__boundary")
         .first()
     )
-    if last is None or last in ev.TERMINAL_EVENT_TYPES or last in BETWEEN_ACTIVATIONS_EVENT_TYPES:
+    if last is None:
+        return False
+    event_type, boundary = last
+    if (
+        event_type in ev.TERMINAL_EVENT_TYPES
+        or event_type in BETWEEN_ACTIVATIONS_EVENT_TYPES
+        or (event_type == "input_delivered" and boundary == RESUME_INPUT)
+    ):
         return False
     events_append(run, [ev.activation_interrupted(message)])
     return True

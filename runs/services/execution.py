@@ -25,6 +25,7 @@ from agents.resolver import VersionResolver
 from agents.selectors import agent_version_by_id, agent_version_current
 from agents.services.endpoints import endpoint_backend_for_spec
 from common.errors import ServiceError
+from runs.message_rows import message_to_row
 from runs.models import DELEGATE_TICKET_PREFIX, Message, Run, Thread, Ticket
 from runs.runtime import types as rt
 from runs.runtime.backends import (
@@ -38,6 +39,7 @@ from runs.runtime.backends import (
     delegate_result_payload,
     map_termination,
 )
+from runs.runtime.background import BACKGROUND_KEY
 from runs.runtime.ports import (
     CancellationToken,
     LeaseLostError,
@@ -45,6 +47,8 @@ from runs.runtime.ports import (
     VersionConflictError,
 )
 from runs.services import stats
+from runs.services.creation import normalize_input_messages
+from runs.services.delivery import thread_deliver_next
 from runs.services.dispatch import run_dispatch
 from runs.services.events import (
     RUN_ROW_FIELDS,
@@ -53,16 +57,18 @@ from runs.services.events import (
     events_append,
     run_identity,
 )
+from runs.services.inbox import background_cancel, background_results
 from runs.services.leases import (
     LEASE_EXPIRED,
     SEGMENT_STOPPED,
     renewer,
     run_claim,
+    run_claim_next,
     run_release,
     worker_identity,
 )
 from runs.services.remote import abort_remote_on_commit
-from runs.services.runs import normalize_input_messages, run_request_cancel_flag
+from runs.services.runs import run_request_cancel_flag
 from runs.services.tickets import decision_submit, tickets_close_open
 from runs.sql import update_returning
 from runs.store import (
@@ -70,7 +76,6 @@ from runs.store import (
     OrmLiveSink,
     load_messages,
     load_open_tool_calls,
-    message_to_row,
     record_from_row,
 )
 
@@ -109,12 +114,14 @@ class Segment:
                 run.attempt,
                 settings.AWAKEN_LEASE_SECONDS,
                 # the submission recorded this first activation's run_start already
-                announced=run.steps == 0 and run.last_event_seq == 1,
+                # (a later attempt's log has the interrupted one's end after it)
+                announced=run.attempt == 1 and run.steps == 0 and run.last_event_seq >= 1,
             ),
             control=BackendControl(cancellation_token=self.token, decisions_attached=False),
             previous=record_from_row(run),
             # a run that never checkpointed has no tool calls yet
             tool_calls=load_open_tool_calls(run.pk) if run.steps else {},
+            background_results=background_results(run.pk) if _started_work(run) else [],
         )
         self.remote = endpoint_backend_for_spec(run.agent_version.spec or {})  # A2A agents
         if self.remote is None:
@@ -123,6 +130,11 @@ class Segment:
     def execute(self) -> BackendRunResult:
         with renewer.hold(self.run.pk, self.run.attempt, self.token):
             return (self.remote or LocalBackend()).execute_root(self.request)
+
+
+def _started_work(run: Run) -> bool:
+    """Whether the run ever started background work (its state lists it)."""
+    return bool(((run.state or {}).get("extensions") or {}).get(BACKGROUND_KEY))
 
 
 def run_execute(*, run: Run, worker: str) -> BackendRunResult:
@@ -136,9 +148,10 @@ def run_advance(*, run_id: Any, worker: str | None = None) -> str:
     segment: Segment | None = None
     failure: Exception | None = None
     with transaction.atomic():  # the claim and everything the segment loads: one round
-        run = run_claim(run_id=run_id, worker=worker)
+        run = run_claim_next(run_id=run_id, worker=worker)
         if run is None:
             return "skipped"
+        run_id = run.pk  # a run ahead of it by priority, maybe
         try:
             segment = Segment(run, worker, just_claimed=True)
         except (OperationalError, InterfaceError):
@@ -228,6 +241,7 @@ def run_fail(*, run_id: Any, attempt: int | None, message: str) -> bool:
     run.finished_at = now
     run.updated_at = now
     tickets_close_open(run, now)
+    background_cancel(run, now)
     run.save()
     stats.run_finished(run)
     events_append(
@@ -238,6 +252,7 @@ def run_fail(*, run_id: Any, attempt: int | None, message: str) -> bool:
         now=now,
     )
     apply_thread_projection(run)
+    thread_deliver_next(run)
     abort_remote_on_commit(run)
     return True
 
@@ -411,6 +426,7 @@ def runs_sweep(*, now: dt.datetime | None = None) -> dict[str, int]:
         Run.objects.filter(due=True, lease_expires_at__isnull=True)
         .exclude(status=Run.Status.DONE)
         .filter(Q(dispatched_at__isnull=True) | Q(dispatched_at__lt=stale))
+        .order_by("priority", "created_at")
         .values_list("pk", flat=True)[:500]
     )
     for run_id in due:

@@ -19,14 +19,14 @@ from typing import Any
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
-from django.db.models import Case, F, Q, Value, When
+from django.db.models import Case, F, Q, Subquery, Value, When
 from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
 from agents.models import Agent
 from runs.models import Run
 from runs.runtime.ports import CancellationToken
-from runs.services.dispatch import run_dispatch
+from runs.services.dispatch import enqueue_on_commit, run_dispatch
 from runs.services.events import (
     RUN_ROW_FIELDS,
     activation_close_interrupted,
@@ -54,6 +54,38 @@ def _lease_until() -> Any:
 AGENT_SLUG = {
     "agent_slug": "(SELECT slug FROM agents_agent WHERE agents_agent.id = runs_run.agent_id)"
 }
+
+
+def _due_before(run_id: Any) -> Any:
+    """Due runs nobody holds with a higher priority than `run_id` (itself due), first by
+    priority (0 first), then age. Empty when `run_id` is not due. Runs of one priority
+    keep the broker's order, which is the order they became due."""
+    named = Run.objects.filter(pk=run_id, due=True)
+    return (
+        Run.objects.filter(due=True, lease_expires_at__isnull=True)
+        .exclude(status=Run.Status.DONE)
+        .filter(priority__lt=Subquery(named.values("priority")[:1]))
+        .order_by("priority", "created_at", "id")
+    )
+
+
+def run_claim_next(*, run_id: Any, worker: str) -> Run | None:
+    """What a worker answering `run_id`'s doorbell takes: the due run of the highest
+    priority, the oldest of them (`run_id` unless a run of a higher priority is due), so a
+    high-priority run starts before older low-priority ones whatever order their tasks
+    sit in the broker. When it takes another run, `run_id`'s doorbell rings again."""
+    ahead = (
+        _due_before(run_id)
+        .select_for_update(skip_locked=True, of=("self",))
+        .values_list("pk", flat=True)
+        .first()
+    )
+    if ahead is not None:
+        run = run_claim(run_id=ahead, worker=worker)
+        if run is not None:
+            enqueue_on_commit(run_id)
+            return run
+    return run_claim(run_id=run_id, worker=worker)
 
 
 def run_claim(*, run_id: Any, worker: str) -> Run | None:

@@ -42,7 +42,17 @@ from django.db.models.deletion import SET_NULL
 from django.utils import timezone
 
 from common.audit import SYSTEM, Actor, audit_record
-from runs.models import Decision, Message, Run, RunEvent, Thread, Ticket, ToolCall
+from runs.models import (
+    BackgroundTask,
+    Decision,
+    Message,
+    PendingInput,
+    Run,
+    RunEvent,
+    Thread,
+    Ticket,
+    ToolCall,
+)
 from runs.services import stats
 from runs.services.retention_archive import Archive, archive_lines, check_archive_dir
 from runs.services.retention_results import (
@@ -77,6 +87,8 @@ _HANDLED = {
     ("runs.Run", "parent_run"),  # whole trees go together
     ("runs.Run", "thread"),  # a thread goes only when it has no runs left
     ("runs.Message", "thread"),
+    ("runs.BackgroundTask", "run"),
+    ("runs.PendingInput", "thread"),
 }
 _DELETED_MODELS: tuple[type[Model], ...] = (
     Run,
@@ -86,6 +98,8 @@ _DELETED_MODELS: tuple[type[Model], ...] = (
     ToolCall,
     Ticket,
     Decision,
+    BackgroundTask,
+    PendingInput,
 )
 
 
@@ -335,6 +349,8 @@ def _delete_batch(
             batch.events = _raw_delete(RunEvent.objects.filter(run_id__in=ids))
             batch.tool_calls = _raw_delete(ToolCall.objects.filter(run_id__in=ids))
             batch.messages = _raw_delete(Message.objects.filter(thread_id__in=orphans))
+            _raw_delete(BackgroundTask.objects.filter(run_id__in=ids))
+            _raw_delete(PendingInput.objects.filter(thread_id__in=orphans))
             _clear_links(Run, ids, deleting={Run: ids, Thread: orphans})
             counted = stats.removal(ids)  # while the runs can still be read
             batch.runs = _raw_delete(Run.objects.filter(pk__in=ids))

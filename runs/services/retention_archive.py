@@ -17,7 +17,17 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from runs.models import Decision, Message, Run, RunEvent, Thread, Ticket, ToolCall
+from runs.models import (
+    BackgroundTask,
+    Decision,
+    Message,
+    PendingInput,
+    Run,
+    RunEvent,
+    Thread,
+    Ticket,
+    ToolCall,
+)
 from runs.services.retention_results import RetentionError
 
 logger = logging.getLogger(__name__)
@@ -35,9 +45,9 @@ def _grouped(rows: list[dict[str, Any]], key: str) -> dict[Any, list[dict[str, A
 
 
 def archive_lines(ids: list[uuid.UUID], orphans: list[uuid.UUID]) -> bytes:
-    """One JSON object per run: its row, events, tool calls, tickets and decisions; the
-    row and messages of a thread that goes with the batch ride on the line of its last
-    run (every archived message appears once)."""
+    """One JSON object per run: its row, events, tool calls, tickets, decisions and
+    background tasks; the row, messages and inputs of a thread that goes with the batch
+    ride on the line of its last run (every archived message appears once)."""
     runs = sorted(_rows(Run.objects.filter(pk__in=ids)), key=lambda r: (r["created_at"], r["id"]))
     events = _grouped(
         sorted(_rows(RunEvent.objects.filter(run_id__in=ids)), key=lambda r: r["seq"]), "run_id"
@@ -62,6 +72,14 @@ def archive_lines(ids: list[uuid.UUID], orphans: list[uuid.UUID]) -> bytes:
         sorted(_rows(Message.objects.filter(thread_id__in=orphans)), key=lambda r: r["seq"]),
         "thread_id",
     )
+    background = _grouped(
+        sorted(_rows(BackgroundTask.objects.filter(run_id__in=ids)), key=lambda r: r["id"]),
+        "run_id",
+    )
+    inputs = _grouped(
+        sorted(_rows(PendingInput.objects.filter(thread_id__in=orphans)), key=lambda r: r["seq"]),
+        "thread_id",
+    )
     last_run = {run["thread_id"]: run["id"] for run in runs}  # runs are oldest first
     out = []
     for run in runs:
@@ -72,8 +90,10 @@ def archive_lines(ids: list[uuid.UUID], orphans: list[uuid.UUID]) -> bytes:
             "tool_calls": tool_calls.get(run["id"], []),
             "tickets": tickets.get(run["id"], []),
             "decisions": decisions.get(run["id"], []),
+            "background_tasks": background.get(run["id"], []),
             "thread": threads[run["thread_id"]] if carries else None,
             "messages": messages.get(run["thread_id"], []) if carries else [],
+            "inputs": inputs.get(run["thread_id"], []) if carries else [],
         }
         out.append(json.dumps(record, cls=DjangoJSONEncoder, ensure_ascii=False))
         out.append("\n")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -10,107 +11,33 @@ from django.utils import timezone
 
 from agents.models import Agent
 from agents.pricing import price_snapshot
-from agents.selectors import agent_version_current
 from common.audit import SYSTEM, Actor, audit_record
 from common.errors import IllegalTransition, InvalidInput
-from common.jsonsafe import unstorable_in
-from runs.models import Message, Run, Thread, Ticket, ToolCall
+from runs.models import DEFAULT_PRIORITY, Run, Thread, Ticket, ToolCall
 from runs.runtime import types as rt
 from runs.runtime.loop import end_without_activation
 from runs.services import stats
-from runs.services.dispatch import enqueue_on_commit, run_dispatch
+from runs.services.creation import (
+    append_to_thread,
+    input_for,
+    new_thread_for,
+    normalize_input_messages,
+    run_create,
+    run_for_idempotency_key,
+    thread_open_run,
+)
+from runs.services.delivery import thread_deliver_next
+from runs.services.dispatch import run_dispatch
 from runs.services.events import (
     apply_thread_projection,
     events_append,
     run_identity,
-    run_start_event,
-    thread_projection,
 )
+from runs.services.inbox import background_cancel
 from runs.services.remote import abort_remote_on_commit
 from runs.services.tickets import decision_submit, tickets_close_open
-from runs.store import message_to_row
 
-MAX_MESSAGE_CHARS = 100_000
-MAX_MESSAGES = 50
-INPUT_ROLES = ("user", "assistant", "system")
-
-
-def normalize_input_messages(messages: Any) -> list[rt.Message]:
-    """Accept a string or [{role, content}] where content is a string or text blocks."""
-    if isinstance(messages, str):
-        messages = [{"role": "user", "content": messages}]
-    if not isinstance(messages, list) or not messages:
-        raise InvalidInput("messages must be a non-empty list of {role, content}")
-    if len(messages) > MAX_MESSAGES:
-        raise InvalidInput(f"at most {MAX_MESSAGES} messages per request")
-    result = []
-    for index, item in enumerate(messages):
-        where = f"messages[{index}]"
-        if not isinstance(item, dict):
-            raise InvalidInput(f"{where} must be an object with role and content")
-        role = item.get("role", "user")
-        if role not in INPUT_ROLES:
-            raise InvalidInput(
-                f"{where}.role must be one of {', '.join(INPUT_ROLES)}, got {role!r}"
-            )
-        content = item.get("content")
-        if isinstance(content, str):
-            blocks = [{"type": "text", "text": content}]
-        elif isinstance(content, list) and all(
-            isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
-            for b in content
-        ):
-            blocks = [{"type": "text", "text": b["text"]} for b in content]
-        else:
-            raise InvalidInput(f"{where}.content must be a string or a list of text blocks")
-        text = "".join(b["text"] for b in blocks)
-        unstorable = unstorable_in(text)
-        if unstorable:
-            raise InvalidInput(f"{where}.content contains {unstorable}")
-        if not text.strip():
-            raise InvalidInput(f"{where}.content is empty")
-        if len(text) > MAX_MESSAGE_CHARS:
-            raise InvalidInput(f"{where}.content is longer than {MAX_MESSAGE_CHARS} characters")
-        result.append(rt.Message(role=rt.Role(role), content=blocks))
-    return result
-
-
-def _append_to_thread(thread: Thread, messages: list[rt.Message]) -> list[str]:
-    """Append user input to the locked thread's log and raise `thread.message_count`
-    (the caller saves it); returns the new message ids."""
-    start = thread.message_count
-    Message.objects.bulk_create(
-        [message_to_row(thread.pk, start + i + 1, m) for i, m in enumerate(messages)]
-    )
-    thread.message_count = start + len(messages)
-    return [m.id for m in messages if m.id]
-
-
-def _input_for(thread: Thread, trigger_ids: list[str]) -> dict[str, Any]:
-    return rt.RunMessageInput(
-        thread_id=str(thread.pk),
-        range=rt.MessageSeqRange.new(1, thread.message_count),
-        trigger_message_ids=trigger_ids,
-    ).to_json()
-
-
-def _open_run(thread: Thread) -> Run | None:
-    if thread.open_run_id is None:
-        return None
-    return Run.objects.filter(pk=thread.open_run_id).exclude(status=Run.Status.DONE).first()
-
-
-def idempotency_scope(actor: Actor) -> str:
-    """Idempotency keys are per submitter: two clients' "order-1" are different runs."""
-    user = actor.user_or_none
-    return f"user:{user.pk}" if user is not None else ""
-
-
-def run_for_idempotency_key(*, actor: Actor, key: str) -> Run | None:
-    """The run this submitter already started with `key`, if any."""
-    return Run.objects.filter(
-        idempotency_scope=idempotency_scope(actor), idempotency_key=key
-    ).first()
+__all__ = ["normalize_input_messages", "run_for_idempotency_key"]  # their old home
 
 
 def run_start(
@@ -120,11 +47,17 @@ def run_start(
     thread: Thread | None = None,
     idempotency_key: str = "",
     actor: Actor = SYSTEM,
+    priority: int = DEFAULT_PRIORITY,
 ) -> Run:
     """Start a run on a new or existing thread. A message to a thread whose open run
     waits continues that run (same run id) instead of starting another."""
     run, _ = run_start_or_reuse(
-        agent=agent, messages=messages, thread=thread, idempotency_key=idempotency_key, actor=actor
+        agent=agent,
+        messages=messages,
+        thread=thread,
+        idempotency_key=idempotency_key,
+        actor=actor,
+        priority=priority,
     )
     return run
 
@@ -136,13 +69,14 @@ def run_start_or_reuse(
     thread: Thread | None = None,
     idempotency_key: str = "",
     actor: Actor = SYSTEM,
+    priority: int = DEFAULT_PRIORITY,
 ) -> tuple[Run, bool]:
     """`run_start`, and whether it created a run. It reuses one (False) for a repeat of
     the submitter's idempotency key (also one that lost the race to a concurrent request
     with the same key) and for input that continued a waiting run; the API answers those
     200 rather than 201."""
     try:
-        return _submit(agent, messages, thread, idempotency_key, actor)
+        return _submit(agent, messages, thread, idempotency_key, actor, priority)
     except IntegrityError:
         if not idempotency_key:
             raise
@@ -154,7 +88,12 @@ def run_start_or_reuse(
 
 @transaction.atomic
 def _submit(
-    agent: Agent, messages: Any, thread: Thread | None, idempotency_key: str, actor: Actor
+    agent: Agent,
+    messages: Any,
+    thread: Thread | None,
+    idempotency_key: str,
+    actor: Actor,
+    priority: int,
 ) -> tuple[Run, bool]:
     if idempotency_key:
         existing = run_for_idempotency_key(actor=actor, key=idempotency_key)
@@ -163,82 +102,45 @@ def _submit(
     new_messages = normalize_input_messages(messages)
     new_thread = thread is None
     if thread is None:  # inserted below, once its run pointers are known
-        title = next((m.text() for m in new_messages if m.role is rt.Role.USER), "")[:80]
-        thread = Thread(title=title)
+        thread = new_thread_for(new_messages)
         open_run = None
     else:
         thread = Thread.objects.select_for_update().get(pk=thread.pk)
-        open_run = _open_run(thread)
+        open_run = thread_open_run(thread)
     if open_run is not None:
         if open_run.status == Run.Status.WAITING:
-            run = _run_continue(open_run, thread, new_messages)
-            audit_record(
-                actor=actor,
-                action="run.continue",
-                target_type="run",
-                target_id=run.pk,
-                run=run,
-                after={"messages": [m.text() for m in new_messages]},
-            )
+            run, _ = run_continue(open_run, thread, new_messages, actor)
             return run, False
         raise IllegalTransition(
             f"thread {thread.pk} already has a {open_run.status} run ({open_run.pk}); "
-            "wait for it to finish or cancel it",
+            "wait for it to finish, cancel it, or send the message as input to the thread "
+            "(mode queue, steer or interrupt_then_queue)",
             {"run_id": str(open_run.pk), "status": open_run.status},
         )
-    version = agent_version_current(agent=agent)
-    trigger_ids = _append_to_thread(thread, new_messages)
-    run = Run.objects.create(
-        thread=thread,
-        agent=agent,
-        agent_version=version,
-        **price_snapshot(version.spec),
-        status=Run.Status.CREATED,
-        due=True,
-        dispatched_at=timezone.now(),
+    run = run_create(
+        thread,
+        agent,
+        new_messages,
+        actor,
+        new_thread=new_thread,
         idempotency_key=idempotency_key,
-        idempotency_scope=idempotency_scope(actor) if idempotency_key else "",
-        request=rt.RunRequestSnapshot(
-            origin="User",
-            sender_id=actor.name,
-            input_message_ids=trigger_ids,
-            input_message_count=len(trigger_ids),
-        ).to_json(),
-        input=_input_for(thread, trigger_ids),
-        last_event_seq=1,  # its run_start, appended below
+        priority=priority,
     )
-    if new_thread:  # foreign keys are checked at commit: the thread may come last
-        thread.latest_run_id = thread.open_run_id = run.pk
-        thread.save(force_insert=True)
-    else:
-        Thread.objects.filter(pk=thread.pk).update(
-            message_count=thread.message_count, **thread_projection(run)
-        )
-    # The first event commits with the run, so a client following it sees it begin at
-    # once; the worker's first checkpoint leaves its own copy out (OrmCheckpointStore).
-    run.last_event_seq = 0
-    events_append(run, [run_start_event(run)], save_counter=False)
-    audit_record(
-        actor=actor,
-        action="run.start",
-        target_type="run",
-        target_id=run.pk,
-        run=run,
-        after={
-            "agent": agent.slug,
-            "thread": str(thread.pk),
-            "messages": [m.text() for m in new_messages],
-        },
-    )
-    enqueue_on_commit(run.pk)
-    stats.run_created(run)
     return run, True
 
 
-def _run_continue(run: Run, thread: Thread, messages: list[rt.Message]) -> Run:
-    """New input for a waiting run: open tickets are superseded (rejected by the system,
-    so the model hears about it), the input is appended and the run resumes."""
+def run_continue(
+    run: Run,
+    thread: Thread,
+    messages: list[rt.Message],
+    actor: Actor,
+    submission_events: Callable[[Run, list[str]], list[dict[str, Any]]] | None = None,
+) -> tuple[Run, list[str]]:
+    """New input for a waiting run (the thread locked by the caller): open tickets are
+    superseded (rejected by the system, so the model hears about it), the input is
+    appended and the run resumes. Returns the run and the superseded tickets' ids."""
     run = Run.objects.select_for_update().get(pk=run.pk)
+    superseded = []
     for ticket in Ticket.objects.filter(run=run, status=Ticket.Status.PENDING):
         decision_submit(
             ticket=ticket,
@@ -246,16 +148,31 @@ def _run_continue(run: Run, thread: Thread, messages: list[rt.Message]) -> Run:
             comment="superseded by a new user message",
             dispatch=False,
         )
-    trigger_ids = _append_to_thread(thread, messages)
+        superseded.append(str(ticket.pk))
+    trigger_ids = append_to_thread(thread, messages)
     Thread.objects.filter(pk=thread.pk).update(
         message_count=thread.message_count, updated_at=timezone.now()
     )
     Run.objects.filter(pk=run.pk).update(
-        input=_input_for(thread, trigger_ids), due=True, updated_at=timezone.now()
+        input=input_for(thread, trigger_ids), due=True, updated_at=timezone.now()
     )
+    if submission_events is not None:
+        run.refresh_from_db(fields=["last_event_seq"])
+        events_append(run, submission_events(run, trigger_ids))
     run_dispatch(run.pk)
     run.refresh_from_db()
-    return run
+    audit_record(
+        actor=actor,
+        action="run.continue",
+        target_type="run",
+        target_id=run.pk,
+        run=run,
+        after={
+            "messages": [m.text() for m in messages],
+            **({"superseded_tickets": superseded} if superseded else {}),
+        },
+    )
+    return run, superseded
 
 
 @transaction.atomic
@@ -291,6 +208,7 @@ def run_cancel(*, run: Run, actor: Actor = SYSTEM) -> Run:
 def _finish_cancelled(run: Run, now: Any) -> None:
     abort_remote_on_commit(run)
     tickets_close_open(run, now)
+    background_cancel(run, now)
     ToolCall.objects.filter(
         run=run, status__in=[ToolCall.Status.SUSPENDED, ToolCall.Status.RESUMING]
     ).update(status=ToolCall.Status.CANCELLED, updated_at=now)
@@ -325,6 +243,7 @@ def _finish_cancelled(run: Run, now: Any) -> None:
     stats.run_finished(run)
     events_append(run, end_events, now=now)
     apply_thread_projection(run)
+    thread_deliver_next(run)
 
 
 @transaction.atomic
@@ -338,7 +257,7 @@ def run_retry(*, run: Run, actor: Actor = SYSTEM) -> Run:
             f"this one is {run.status} ({run.status_reason or 'no reason'})"
         )
     thread = Thread.objects.select_for_update().get(pk=run.thread_id)
-    busy = _open_run(thread)
+    busy = thread_open_run(thread)
     if busy is not None:
         raise IllegalTransition(
             f"thread already has an open run ({busy.pk})", {"run_id": str(busy.pk)}
@@ -355,7 +274,7 @@ def run_retry(*, run: Run, actor: Actor = SYSTEM) -> Run:
         status=Run.Status.CREATED,
         due=True,
         request=rt.RunRequestSnapshot(origin="Internal").to_json(),
-        input=_input_for(thread, []),
+        input=input_for(thread, []),
     )
     apply_thread_projection(retry)
     audit_record(
@@ -374,3 +293,35 @@ def run_retry(*, run: Run, actor: Actor = SYSTEM) -> Run:
 
 def run_request_cancel_flag(run_id: Any) -> bool:
     return Run.objects.filter(pk=run_id, cancel_requested_at__isnull=False).exists()
+
+
+@transaction.atomic
+def run_set_priority(*, run: Run, priority: int, actor: Actor = SYSTEM) -> Run:
+    """Change the priority of a run no worker has taken yet (created and due)."""
+    if not 0 <= priority <= 255:
+        raise InvalidInput(
+            f"priority must be between 0 (high) and 255 (low), got {priority}",
+            {"priority": [str(priority)]},
+        )
+    before = run.priority
+    updated = Run.objects.filter(
+        pk=run.pk, status=Run.Status.CREATED, lease_expires_at__isnull=True
+    ).update(priority=priority)
+    if not updated:
+        current = Run.objects.filter(pk=run.pk).values_list("status", flat=True).first()
+        raise IllegalTransition(
+            f"run {run.pk} is {current}: only a queued run (created, not taken by a worker "
+            "yet) can change priority",
+            {"status": current},
+        )
+    run.priority = priority
+    audit_record(
+        actor=actor,
+        action="run.priority",
+        target_type="run",
+        target_id=run.pk,
+        run=run,
+        before={"priority": before},
+        after={"priority": priority},
+    )
+    return run

@@ -117,7 +117,7 @@ def test_expiry_is_checked_on_every_request(operator_user, monkeypatch):
     expires = timezone.now() + dt.timedelta(minutes=10)
     raw = token_for(operator_user, expires_at=expires)
     assert token_verify(raw) is not None
-    monkeypatch.setattr("runs.models.timezone.now", lambda: expires + dt.timedelta(microseconds=1))
+    monkeypatch.setattr("django.utils.timezone.now", lambda: expires + dt.timedelta(microseconds=1))
     with CaptureQueriesContext(connection):
         assert token_verify(raw) is None
 

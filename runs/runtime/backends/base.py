@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 from ..agent import ResolvedAgent
 from ..identity import RunIdentity
-from ..ports import CancellationToken, CheckpointStore, EventSink
+from ..ports import BackgroundResult, CancellationToken, CheckpointStore, EventSink
 from ..types import (
     BackendRunStatus,
     Message,
@@ -196,6 +196,7 @@ class BackendRootRunRequest:
     previous: RunRecord | None = None
     tool_calls: dict[str, ToolCallState] | None = None
     is_continuation: bool = False
+    background_results: list[BackgroundResult] = field(default_factory=list)
 
 
 @dataclass

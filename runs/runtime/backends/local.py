@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..loop import AgentLoop, AgentRunResult, RunIdentity
-from ..types import BackendRunStatus, TerminationReason, new_id
+from ..types import BackendRunStatus, RunStatus, TerminationReason, new_id
 from .base import (
     BackendCapabilities,
     BackendDelegateRunRequest,
@@ -33,9 +33,12 @@ def map_termination(termination: TerminationReason) -> BackendRunStatus:
 
 
 def _backend_result(agent_id: str, result: AgentRunResult) -> BackendRunResult:
+    status = map_termination(result.termination)
+    if result.status is RunStatus.WAITING and not status.is_waiting:
+        status = BackendRunStatus.suspended(result.status_reason)  # awaiting_tasks
     return BackendRunResult(
         agent_id=agent_id,
-        status=map_termination(result.termination),
+        status=status,
         termination=result.termination,
         response=result.response or None,
         output=BackendRunOutput(text=result.response or None),
@@ -61,6 +64,8 @@ class LocalBackend:
             previous=request.previous,
             tool_calls=request.tool_calls,
             decisions=request.decisions,
+            background_results=request.background_results,
+            background=True,
         )
         return _backend_result(request.agent_id, loop.run())
 

@@ -4,12 +4,16 @@ per-run event log. Field names follow upstream's RunRecord (docs/run-model.md)."
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
 from common.fields import usd_per_million_tokens
-from runs.fields import RowJSONField, uuid7_default  # migrations name them here
+from runs.fields import RowJSONField, uuid7_default
 from runs.runtime.types import RunStatus, waiting_reason_from_status_reason
+
+DEFAULT_PRIORITY = 128  # upstream's: 0 is the highest, 255 the lowest
+PRIORITY_VALIDATORS = [MinValueValidator(0), MaxValueValidator(255)]
 
 
 class Thread(models.Model):
@@ -56,6 +60,9 @@ class Thread(models.Model):
     custom = models.JSONField(default=dict, blank=True, help_text="Free-form metadata.")
     created_at = models.DateTimeField(default=timezone.now, help_text="Creation time.")
     updated_at = models.DateTimeField(default=timezone.now, help_text="Last message or run change.")
+    input_seq = models.PositiveIntegerField(
+        default=0, help_text="Inputs accepted so far: the order pending inputs are delivered in."
+    )
 
     class Meta:
         ordering = ["-updated_at"]
@@ -265,6 +272,28 @@ class Run(models.Model):
         help_text="Whose key it is: 'user:<id>' of the submitter, '' for the system. "
         "Keys of different submitters never meet.",
     )
+    priority = models.PositiveSmallIntegerField(
+        default=DEFAULT_PRIORITY,
+        validators=PRIORITY_VALIDATORS,
+        help_text="0 (high) … 255 (low): workers take due runs by priority, then age.",
+    )
+    run_mode = models.CharField(
+        max_length=20, default="foreground", help_text="How it started: foreground or scheduled."
+    )
+    schedule = models.ForeignKey(
+        "Schedule",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="runs",
+        db_index=False,
+        help_text="Schedule that started it.",
+    )
+    pending_inputs = models.PositiveIntegerField(
+        default=0,
+        help_text="Steer inputs waiting for its next step boundary (kept with the inputs, so "
+        "a checkpoint knows without a query whether to deliver).",
+    )
 
     class Meta:
         ordering = ["-created_at"]
@@ -272,6 +301,7 @@ class Run(models.Model):
             ("start_run", "Can start runs and send messages to threads"),
             ("cancel_run", "Can cancel runs"),
             ("retry_run", "Can retry failed runs"),
+            ("prioritize_run", "Can change the priority of queued runs"),
         ]
         # The runs list is a keyset scan, newest first by (created_at, id): one index per
         # filter it offers, each ending in that order, so a page reads 51 index entries.
@@ -297,6 +327,18 @@ class Run(models.Model):
             ),
             # sweep: runs due or with an expired lease
             models.Index(fields=["due", "lease_expires_at"], name="run_sweep_idx"),
+            # workers take due runs by priority, then age
+            models.Index(
+                fields=["priority", "created_at", "id"],
+                condition=models.Q(due=True),
+                name="run_due_priority_idx",
+            ),
+            # a schedule's last runs
+            models.Index(
+                fields=["schedule", "-created_at"],
+                condition=models.Q(schedule__isnull=False),
+                name="run_schedule_recent_idx",
+            ),
             # the dashboard's recent failures
             models.Index(
                 fields=["-finished_at"],
@@ -556,30 +598,3 @@ class RunEvent(models.Model):
 
     def as_frame(self) -> dict:
         return {**self.payload, "seq": self.seq, "created_at": self.created_at.isoformat()}
-
-
-class HourlyStat(models.Model):
-    """Dashboard counters per hour and agent, kept in the transaction of the change they
-    count (runs.services.stats), so the dashboard reads a few hundred rows instead of
-    scanning runs and tickets.
-
-    Metrics: `run:<outcome>` counts the runs created in that hour by their outcome now
-    (open, completed, failed, cancelled, blocked); `wait:<bucket>` counts the tickets
-    closed in that hour by how long they waited."""
-
-    hour = models.DateTimeField(help_text="Start of the hour (UTC).")
-    agent = models.ForeignKey(
-        "agents.Agent", on_delete=models.CASCADE, related_name="+", help_text="Agent counted."
-    )
-    metric = models.CharField(max_length=40, help_text="run:<outcome> or wait:<bucket>.")
-    count = models.BigIntegerField(default=0, help_text="Current value.")
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(
-                fields=["hour", "agent", "metric"], name="hourlystat_unique_hour_agent_metric"
-            )
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.hour:%Y-%m-%d %H}h {self.agent_id} {self.metric}={self.count}"

@@ -1,0 +1,184 @@
+"""Creating runs: accepted input messages, the thread's log, and a new run with the first
+events of its log (used by submissions, queued input and schedules)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.utils import timezone
+
+from agents.models import Agent
+from agents.pricing import price_snapshot
+from agents.selectors import agent_version_current
+from common.audit import Actor, audit_record
+from common.errors import InvalidInput
+from common.jsonsafe import unstorable_in
+from runs.message_rows import message_to_row
+from runs.models import DEFAULT_PRIORITY, Message, Run, Thread
+from runs.runtime import types as rt
+from runs.services import stats
+from runs.services.dispatch import enqueue_on_commit
+from runs.services.events import events_append, run_start_event, thread_projection
+
+MAX_MESSAGE_CHARS = 100_000
+MAX_MESSAGES = 50
+INPUT_ROLES = ("user", "assistant", "system")
+
+
+def normalize_input_messages(messages: Any) -> list[rt.Message]:
+    """Accept a string or [{role, content}] where content is a string or text blocks."""
+    if isinstance(messages, str):
+        messages = [{"role": "user", "content": messages}]
+    if not isinstance(messages, list) or not messages:
+        raise InvalidInput("messages must be a non-empty list of {role, content}")
+    if len(messages) > MAX_MESSAGES:
+        raise InvalidInput(f"at most {MAX_MESSAGES} messages per request")
+    result = []
+    for index, item in enumerate(messages):
+        where = f"messages[{index}]"
+        if not isinstance(item, dict):
+            raise InvalidInput(f"{where} must be an object with role and content")
+        role = item.get("role", "user")
+        if role not in INPUT_ROLES:
+            raise InvalidInput(
+                f"{where}.role must be one of {', '.join(INPUT_ROLES)}, got {role!r}"
+            )
+        content = item.get("content")
+        if isinstance(content, str):
+            blocks = [{"type": "text", "text": content}]
+        elif isinstance(content, list) and all(
+            isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+            for b in content
+        ):
+            blocks = [{"type": "text", "text": b["text"]} for b in content]
+        else:
+            raise InvalidInput(f"{where}.content must be a string or a list of text blocks")
+        text = "".join(b["text"] for b in blocks)
+        unstorable = unstorable_in(text)
+        if unstorable:
+            raise InvalidInput(f"{where}.content contains {unstorable}")
+        if not text.strip():
+            raise InvalidInput(f"{where}.content is empty")
+        if len(text) > MAX_MESSAGE_CHARS:
+            raise InvalidInput(f"{where}.content is longer than {MAX_MESSAGE_CHARS} characters")
+        result.append(rt.Message(role=rt.Role(role), content=blocks))
+    return result
+
+
+def append_to_thread(thread: Thread, messages: list[rt.Message]) -> list[str]:
+    """Append user input to the locked thread's log and raise `thread.message_count`
+    (the caller saves it); returns the new message ids."""
+    start = thread.message_count
+    Message.objects.bulk_create(
+        [message_to_row(thread.pk, start + i + 1, m) for i, m in enumerate(messages)]
+    )
+    thread.message_count = start + len(messages)
+    return [m.id for m in messages if m.id]
+
+
+def input_for(thread: Thread, trigger_ids: list[str]) -> dict[str, Any]:
+    return rt.RunMessageInput(
+        thread_id=str(thread.pk),
+        range=rt.MessageSeqRange.new(1, thread.message_count),
+        trigger_message_ids=trigger_ids,
+    ).to_json()
+
+
+def thread_open_run(thread: Thread) -> Run | None:
+    if thread.open_run_id is None:
+        return None
+    return Run.objects.filter(pk=thread.open_run_id).exclude(status=Run.Status.DONE).first()
+
+
+def idempotency_scope(actor: Actor) -> str:
+    """Idempotency keys are per submitter: two clients' "order-1" are different runs."""
+    user = actor.user_or_none
+    return f"user:{user.pk}" if user is not None else ""
+
+
+def run_for_idempotency_key(*, actor: Actor, key: str) -> Run | None:
+    """The run this submitter already started with `key`, if any."""
+    return Run.objects.filter(
+        idempotency_scope=idempotency_scope(actor), idempotency_key=key
+    ).first()
+
+
+def new_thread_for(messages: list[rt.Message]) -> Thread:
+    """An unsaved thread titled after the first user message (`run_create` inserts it)."""
+    title = next((m.text() for m in messages if m.role is rt.Role.USER), "")[:80]
+    return Thread(title=title)
+
+
+def run_create(
+    thread: Thread,
+    agent: Agent,
+    new_messages: list[rt.Message],
+    actor: Actor,
+    *,
+    new_thread: bool = False,
+    idempotency_key: str = "",
+    priority: int = DEFAULT_PRIORITY,
+    run_mode: str = "foreground",
+    schedule: Any = None,
+    submission_events: Callable[[Run, list[str]], list[dict[str, Any]]] | None = None,
+) -> Run:
+    """A new run of `agent` on `thread` (locked by the caller, or `new_thread` not yet
+    inserted) that starts with `new_messages`, appended to the thread's log; due at once.
+    Its log begins with its `run_start` (and what `submission_events(run, message_ids)`
+    adds, such as the delivery of a pending input), committed with it."""
+    version = agent_version_current(agent=agent)
+    trigger_ids = append_to_thread(thread, new_messages)
+    run = Run(
+        thread=thread,
+        agent=agent,
+        agent_version=version,
+        **price_snapshot(version.spec),
+        status=Run.Status.CREATED,
+        due=True,
+        dispatched_at=timezone.now(),
+        priority=priority,
+        run_mode=run_mode,
+        schedule=schedule,
+        idempotency_key=idempotency_key,
+        idempotency_scope=idempotency_scope(actor) if idempotency_key else "",
+        request=rt.RunRequestSnapshot(
+            origin="User",
+            sender_id=actor.name,
+            input_message_ids=trigger_ids,
+            input_message_count=len(trigger_ids),
+        ).to_json(),
+        input=input_for(thread, trigger_ids),
+    )
+    # The first events commit with the run, so a client following it sees it begin at
+    # once; the worker's first checkpoint leaves its own run_start out (OrmCheckpointStore).
+    events = [run_start_event(run)]
+    if submission_events is not None:
+        events += submission_events(run, trigger_ids)
+    run.last_event_seq = len(events)  # the counter is written with the row
+    run.save(force_insert=True)
+    if new_thread:  # foreign keys are checked at commit: the thread may come last
+        thread.latest_run_id = thread.open_run_id = run.pk
+        thread.save(force_insert=True)
+    else:
+        Thread.objects.filter(pk=thread.pk).update(
+            message_count=thread.message_count, **thread_projection(run)
+        )
+    run.last_event_seq = 0
+    events_append(run, events, save_counter=False)
+    audit_record(
+        actor=actor,
+        action="run.start",
+        target_type="run",
+        target_id=run.pk,
+        run=run,
+        after={
+            "agent": agent.slug,
+            "thread": str(thread.pk),
+            "messages": [m.text() for m in new_messages],
+            **({"run_mode": run_mode} if run_mode != "foreground" else {}),
+        },
+    )
+    enqueue_on_commit(run.pk)
+    stats.run_created(run)
+    return run
