@@ -26,7 +26,7 @@ from agents.selectors import agent_version_by_id, agent_version_current
 from agents.services.endpoints import endpoint_backend_for_spec
 from common.errors import ServiceError
 from runs.message_rows import message_to_row
-from runs.models import DELEGATE_TICKET_PREFIX, Message, Run, Thread, Ticket
+from runs.models import DELEGATE_TICKET_PREFIX, Message, PendingInput, Run, Thread, Ticket
 from runs.runtime import types as rt
 from runs.runtime.backends import (
     BackendControl,
@@ -48,7 +48,7 @@ from runs.runtime.ports import (
 )
 from runs.services import stats
 from runs.services.creation import normalize_input_messages
-from runs.services.delivery import thread_deliver_next
+from runs.services.delivery import thread_deliver_next, thread_start_next
 from runs.services.dispatch import run_dispatch
 from runs.services.events import (
     RUN_ROW_FIELDS,
@@ -432,7 +432,25 @@ def runs_sweep(*, now: dt.datetime | None = None) -> dict[str, int]:
     for run_id in due:
         counts["redispatched"] += 1
         run_dispatch(run_id)
+    counts["inputs_started"] = inputs_start_lost()
     return counts
+
+
+def inputs_start_lost() -> int:
+    """Threads left with queued input and no open run (the start that should have followed
+    their last run's end was lost): their next run starts."""
+    threads = (
+        PendingInput.objects.filter(
+            status=PendingInput.Status.PENDING, run__isnull=True, thread__open_run__isnull=True
+        )
+        .values_list("thread_id", flat=True)
+        .distinct()[:100]
+    )
+    started = 0
+    for thread_id in list(threads):
+        with transaction.atomic():
+            started += thread_start_next(thread_id) is not None
+    return started
 
 
 def tickets_expire(*, now: dt.datetime) -> int:

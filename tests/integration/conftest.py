@@ -117,7 +117,12 @@ def processes(service_env: dict[str, str], tmp_path: Path) -> Iterator[Callable[
             ]
             ready = "beat: Starting"
         else:
-            args, ready = service_command(kind, name=name, port=int(options.get("port", 0)))
+            args, ready = service_command(
+                kind,
+                name=name,
+                port=int(options.get("port", 0)),
+                concurrency=int(options.get("concurrency", 4)),
+            )
         kind_of_proc = SupervisedProc if options.get("supervised") else Proc
         proc = kind_of_proc(name, args, service_env, tmp_path)
         started.append(proc)
