@@ -32,7 +32,6 @@ from runs.services.creation import (
     new_thread_for,
     normalize_input_messages,
     run_create,
-    thread_open_run,
 )
 from runs.services.delivery import delivery_events, messages_json
 from runs.services.runs import run_cancel, run_continue
@@ -92,8 +91,7 @@ def _submit(
             raise InvalidInput("agent_id is required to start a thread")
         thread = new_thread_for(new_messages)
         return _start(thread, agent, new_messages, mode, priority, actor, new_thread=True)
-    thread = Thread.objects.select_for_update().get(pk=thread.pk)
-    open_run = thread_open_run(thread)
+    thread, open_run = _lock_thread(thread.pk)
     addressed_elsewhere = run is not None and (open_run is None or open_run.pk != run.pk)
     if addressed_elsewhere and mode == Mode.RESUME_OPEN_RUN:
         assert run is not None
@@ -123,6 +121,25 @@ def _submit(
         if input_.status == PendingInput.Status.DELIVERED:
             outcome.run, outcome.created = input_.delivered_run, True
     return outcome
+
+
+def _lock_thread(thread_id: Any) -> tuple[Thread, Run | None]:
+    """Lock the thread's open run, then the thread: the order a worker's checkpoint takes
+    them in (run row, then thread row), so a sender and a checkpoint never deadlock."""
+    for _ in range(5):
+        open_id = Thread.objects.filter(pk=thread_id).values_list("open_run_id", flat=True).get()
+        open_run = (
+            Run.objects.select_for_update()
+            .filter(pk=open_id)
+            .exclude(status=Run.Status.DONE)
+            .first()
+            if open_id
+            else None
+        )
+        thread = Thread.objects.select_for_update().get(pk=thread_id)
+        if thread.open_run_id == open_id:
+            return thread, open_run
+    raise IllegalTransition(f"thread {thread_id} is changing runs; send the message again")
 
 
 def _thread_agent(thread: Thread, open_run: Run | None) -> Agent:
@@ -238,6 +255,11 @@ def _resume(
 
 
 def _pending(input_id: Any) -> PendingInput:
+    """The pending input, locked after the run it steers (a checkpoint delivering it
+    locks the run first, then the input)."""
+    steers = PendingInput.objects.filter(pk=input_id).values_list("run_id", flat=True).first()
+    if steers is not None:
+        list(Run.objects.select_for_update().filter(pk=steers).values_list("pk", flat=True))
     input_ = PendingInput.objects.select_for_update().filter(pk=input_id).first()
     if input_ is None:
         raise IllegalTransition(f"input {input_id} not found")
@@ -302,14 +324,13 @@ def _close(input_: PendingInput, status: str) -> None:
 @transaction.atomic
 def thread_interrupt(*, thread: Thread, actor: Actor = SYSTEM) -> dict[str, Any]:
     """Cancel the thread's open run and every input still waiting, in one action."""
-    thread = Thread.objects.select_for_update().get(pk=thread.pk)
+    thread, open_run = _lock_thread(thread.pk)
     cancelled = []
     for input_ in PendingInput.objects.select_for_update().filter(
         thread=thread, status=PendingInput.Status.PENDING
     ):
         _close(input_, PendingInput.Status.CANCELLED)
         cancelled.append(str(input_.pk))
-    open_run = thread_open_run(thread)
     if open_run is not None:
         run_cancel(run=open_run, actor=actor)
     audit_record(
