@@ -349,6 +349,7 @@ def _child_create(parent: Run, agent_id: str, prompt: str, call_id: str) -> Run:
         **price_snapshot(version.spec),
         parent_run=parent,
         parent_tool_call_id=call_id,
+        priority=parent.priority,
         origin="subagent",
         status=Run.Status.CREATED,
         due=True,

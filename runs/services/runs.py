@@ -271,6 +271,7 @@ def run_retry(*, run: Run, actor: Actor = SYSTEM) -> Run:
         parent_tool_call_id=run.parent_tool_call_id,
         origin=run.origin,
         retry_of=run,
+        priority=run.priority,
         status=Run.Status.CREATED,
         due=True,
         request=rt.RunRequestSnapshot(origin="Internal").to_json(),
