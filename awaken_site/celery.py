@@ -6,7 +6,8 @@ Everything a task needs is imported there (`preload_for_tasks`) and the garbage 
 is told to leave those objects alone (`freeze_before_fork`), so the children share those
 memory pages with the main process instead of each copying them.
 
-`celery beat` only sends `runs.sweep` on the schedule in the settings: it gets neither the
+`celery beat` only sends the tasks of the schedule in the settings (`runs.sweep`, the
+one-second `runs.fire_schedules` tick, retention): it gets neither the
 fix-up (no `django.setup()`, no system checks) nor the tasks, so it does not load the
 application (models, services, SDKs) at all.
 """

@@ -199,6 +199,13 @@ AWAKEN_RETENTION_DAYS = env_int("AWAKEN_RETENTION_DAYS", 0, minimum=0)
 CELERY_BEAT_SCHEDULE = {
     "runs-sweep": {"task": "runs.sweep", "schedule": AWAKEN_SWEEP_SECONDS},
     "runs-prune": {"task": "runs.prune_old_runs", "schedule": crontab(hour=3, minute=17)},
+    # Schedules (docs/schedules.md): a one-second tick fires the slots that have come; a
+    # tick no worker took within 5 s is dropped (the next one does its work).
+    "runs-schedules": {
+        "task": "runs.fire_schedules",
+        "schedule": 1.0,
+        "options": {"expires": 5.0},
+    },
 }
 AWAKEN_HTTP_GET_ALLOW_PRIVATE = env_bool("AWAKEN_HTTP_GET_ALLOW_PRIVATE", False)
 AWAKEN_HTTP_GET_TIMEOUT = env_float("AWAKEN_HTTP_GET_TIMEOUT", 10.0, minimum=0.1)

@@ -1,5 +1,6 @@
-"""The embedded default: a Celery worker on the in-memory broker and a sweep thread,
-both inside the current process (`manage.py serve`, `run_agent`, `decide`)."""
+"""The embedded default: a Celery worker on the in-memory broker, a sweep thread and the
+schedules' one-second tick, all inside the current process (`manage.py serve`,
+`run_agent`, `decide`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from django.conf import settings
 from django.db import connection
 
 from runs.services.execution import runs_sweep
+from runs.services.schedules import TICK_SECONDS, schedules_fire_due
 
 logger = logging.getLogger(__name__)
 _lock = threading.Lock()
@@ -25,6 +27,18 @@ def _sweep_forever(stop: threading.Event) -> None:
                 runs_sweep()
             except Exception:
                 logger.warning("sweep failed", exc_info=True)
+    finally:
+        connection.close()
+
+
+def _fire_schedules_forever(stop: threading.Event) -> None:
+    """The schedules' tick (what `celery beat` sends in the distributed mode)."""
+    try:
+        while not stop.wait(TICK_SECONDS):
+            try:
+                schedules_fire_due()
+            except Exception:
+                logger.warning("firing schedules failed", exc_info=True)
     finally:
         connection.close()
 
@@ -49,6 +63,12 @@ class EmbeddedWorker:
             threading.Thread(target=self.worker.start, daemon=True, name="embedded-celery"),
             threading.Thread(
                 target=_sweep_forever, args=(self._stop,), daemon=True, name="embedded-sweep"
+            ),
+            threading.Thread(
+                target=_fire_schedules_forever,
+                args=(self._stop,),
+                daemon=True,
+                name="embedded-schedules",
             ),
         ]
 

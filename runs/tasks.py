@@ -11,6 +11,7 @@ from django.conf import settings
 from runs.services.execution import run_advance, runs_sweep
 from runs.services.remote import run_abort_remote
 from runs.services.retention import prune_runs
+from runs.services.schedules import schedules_fire_due
 
 # One retention tick stops starting batches after this long; the next tick continues.
 # Well under the broker's visibility timeout, and a worker slot is not held for hours.
@@ -42,3 +43,9 @@ def prune_old_runs() -> dict[str, Any] | None:
         return None
     result = prune_runs(older_than=dt.timedelta(days=days), max_seconds=PRUNE_BUDGET_SECONDS)
     return result.counts()
+
+
+@shared_task(name="runs.fire_schedules", ignore_result=True)
+def fire_schedules() -> dict[str, int]:
+    """The schedules' one-second tick (beat): fire every slot that has come, each once."""
+    return schedules_fire_due()

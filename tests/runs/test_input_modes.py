@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 
 from common.errors import IllegalTransition
@@ -80,7 +82,7 @@ def test_queued_inputs_start_one_run_each_in_order_of_acceptance():
     assert len(runs) == 4 and all(r.status == "done" for r in runs)
     users = [text for role, text in texts(first) if role == "user"]
     assert users == ["m0", "m1", "m2", "m3"]
-    for earlier, later in zip(runs, runs[1:], strict=False):
+    for earlier, later in pairwise(runs):
         assert earlier.finished_at <= later.created_at
 
 
