@@ -17,6 +17,9 @@ DECIDE = "runs.decide_ticket"
 VIEW_THREAD = "runs.view_thread"
 VIEW_TICKET = "runs.view_ticket"
 AUDIT = "common.view_auditentry"
+PRIORITIZE = "runs.prioritize_run"
+VIEW_INPUT = "runs.view_pendinginput"
+EDIT_INPUT = "runs.edit_pendinginput"
 
 
 def capabilities(user: Any) -> dict[str, bool]:
@@ -27,6 +30,8 @@ def capabilities(user: Any) -> dict[str, bool]:
         "retry": user.has_perm(RETRY),
         "decide": user.has_perm(DECIDE),
         "audit": user.has_perm(AUDIT),
+        "prioritize": user.has_perm(PRIORITIZE),
+        "edit_input": user.has_perm(EDIT_INPUT),
     }
 
 

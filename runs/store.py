@@ -23,6 +23,7 @@ from runs.message_rows import message_from_row, message_to_row
 from runs.models import Message, Run, Thread, Ticket, ToolCall
 from runs.realtime import broadcast_live
 from runs.runtime import types as rt
+from runs.runtime.background import BACKGROUND_KEY
 from runs.runtime.events import DELTA_EVENT_TYPES, Event
 from runs.runtime.ports import Checkpoint, LeaseLostError, VersionConflictError
 from runs.services import stats
@@ -34,6 +35,7 @@ from runs.services.events import (
     thread_projection,
 )
 from runs.services.inbox import (
+    background_cancel,
     background_record,
     steer_deliver,
     wake_if_work_finished,
@@ -209,6 +211,9 @@ class OrmCheckpointStore:
             if finishing:
                 if run.finished_at == now:  # it was not done before
                     stats.run_finished(run)
+                state = checkpoint.record.state
+                if state is not None and state.extensions.get(BACKGROUND_KEY):
+                    background_cancel(run, now)  # its unfinished work ends with it
                 thread_deliver_next(run)  # the thread's next queued input starts
             elif checkpoint.accepts_input and run.pending_inputs:
                 count = checkpoint.expected_message_count + len(checkpoint.new_messages)

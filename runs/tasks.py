@@ -8,6 +8,7 @@ from typing import Any
 from celery import shared_task
 from django.conf import settings
 
+from runs.services.background import background_execute
 from runs.services.execution import run_advance, runs_sweep
 from runs.services.remote import run_abort_remote
 from runs.services.retention import prune_runs
@@ -49,3 +50,10 @@ def prune_old_runs() -> dict[str, Any] | None:
 def fire_schedules() -> dict[str, int]:
     """The schedules' one-second tick (beat): fire every slot that has come, each once."""
     return schedules_fire_due()
+
+
+@shared_task(name="runs.run_background_task", acks_late=True, ignore_result=True)
+def run_background_task(task_id: str) -> str:
+    """Execute background work a tool started (safe to run twice: a repeat finds
+    nothing to claim)."""
+    return background_execute(task_id)

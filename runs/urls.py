@@ -1,6 +1,6 @@
 from django.urls import path
 
-from runs.views import actions, audit, dashboard, detail, inbox, lists, tokens
+from runs.views import actions, audit, control, dashboard, detail, inbox, lists, tokens
 
 app_name = "runs"
 
@@ -36,6 +36,7 @@ urlpatterns = [
     ),
     path("runs/<uuid:run_id>/cancel", actions.cancel, name="run-cancel"),
     path("runs/<uuid:run_id>/retry", actions.retry, name="run-retry"),
+    path("runs/<uuid:run_id>/priority", control.set_priority, name="run-priority"),
     path("tickets/<uuid:ticket_id>/decide", actions.decide, name="ticket-decide"),
     path("tickets/<uuid:ticket_id>/edit-preview", actions.edit_preview, name="ticket-edit-preview"),
     path("threads/", lists.thread_list, name="thread-list"),
@@ -43,6 +44,14 @@ urlpatterns = [
     path("threads/<uuid:thread_id>/messages", detail.thread_messages, name="thread-messages"),
     path("threads/<uuid:thread_id>/send", actions.send_message, name="thread-send"),
     path("threads/new", actions.send_message, name="thread-new"),
+    path("threads/<uuid:thread_id>/inputs", control.thread_inputs, name="thread-inputs"),
+    path("threads/<uuid:thread_id>/runs", control.thread_runs, name="thread-runs"),
+    path(
+        "threads/<uuid:thread_id>/transcript", control.thread_transcript, name="thread-transcript"
+    ),
+    path("threads/<uuid:thread_id>/interrupt", control.interrupt_thread, name="thread-interrupt"),
+    path("inputs/<uuid:input_id>/edit", control.edit_input, name="input-edit"),
+    path("inputs/<uuid:input_id>/retract", control.retract_input, name="input-retract"),
     path("inbox/", inbox.inbox, name="inbox"),
     path("inbox/list", inbox.inbox_list, name="inbox-list"),
     path("inbox/bulk", inbox.bulk_decide, name="inbox-bulk"),

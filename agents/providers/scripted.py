@@ -90,6 +90,14 @@ class ScriptedModelClient:
 
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.-]+")
 _URL = re.compile(r"https?://\S+")
+# "prepare a report on Q3 sales in 5 seconds": the topic, and how long the work takes
+_REPORT = re.compile(
+    r"(?is)\breport\b(?:\s+(?:on|about|for|of)\b)?\s*(.*?)"
+    r"(?:\s+in\s+(\d{1,4})\s*(?:s|secs?|seconds?))?\s*[.!?]*\s*$"
+)
+# the head of a finished background task's message: "[background task <label> (<id>) <status>]"
+BACKGROUND_RESULT = "[background task "
+_BACKGROUND_HEAD = re.compile(r"^\[background task (.*) \(([^()]*)\) (\w+)\]$")
 _MATH = re.compile(r"[-+*/%().\d\s^]*\d[-+*/%().\d\s^]*[-+*/%^][-+*/%().\d\s^]*\d[-+*/%().\d\s^]*")
 
 
@@ -98,7 +106,15 @@ def demo_policy(request: InferenceRequest) -> dict[str, Any]:
     tools = {tool.name for tool in request.tools}
     last_user = next((m for m in reversed(messages) if m.role is Role.USER), None)
     if messages and messages[-1].role is Role.TOOL:
+        started = _reports_started(messages)
+        if started:
+            return {
+                "text": f"I've started the report on {started}; I'll share it when it's ready.",
+                "delay": DEMO_WORD_DELAY * 8,
+            }
         return {"text": _summarize(messages), "delay": DEMO_WORD_DELAY * 8}
+    if messages and messages[-1].role is Role.USER and _is_background_result(messages[-1]):
+        return {"text": _background_summary(messages), "delay": DEMO_WORD_DELAY * 8}
     text = last_user.text() if last_user else ""
     lowered = text.lower()
     call = _pick_tool(text, lowered, tools)
@@ -131,6 +147,8 @@ def _pick_tool(text: str, lowered: str, tools: set[str]) -> dict[str, Any] | Non
             "name": "send_email",
             "arguments": {"to": [to], "subject": text[:200], "body": text[:20000]},
         }
+    if "slow_report" in tools and "report" in lowered:
+        return {"name": "slow_report", "arguments": _report_arguments(text)}
     if "ask_human" in tools and ("human" in lowered or "ask" in lowered or lowered.endswith("?")):
         return {"name": "ask_human", "arguments": {"question": text[:2000]}}
     if "current_time" in tools and ("time" in lowered or "clock" in lowered or "date" in lowered):
@@ -171,3 +189,63 @@ def _summarize(messages: list[Message]) -> str:
         else:
             parts.append(json.dumps(data, ensure_ascii=False)[:300])
     return "Done. " + " ".join(parts)
+
+
+def _report_arguments(text: str) -> dict[str, Any]:
+    found = _REPORT.search(text)
+    topic = (found.group(1) if found else "").strip(" .:") or text.strip() or "the request"
+    seconds = int(found.group(2)) if found and found.group(2) else 20
+    return {"topic": topic[:200], "seconds": min(max(seconds, 1), 600)}
+
+
+def _reports_started(messages: list[Message]) -> str:
+    """The topics of the reports the last tool results say were started ("" unless every
+    one of those results is such a start)."""
+    results = []
+    for message in reversed(messages):
+        if message.role is not Role.TOOL:
+            break
+        results.append(message)
+    calls = {
+        call.id: call
+        for message in messages
+        if message.role is Role.ASSISTANT
+        for call in message.tool_calls or []
+    }
+    topics = []
+    for result in reversed(results):
+        call = calls.get(result.tool_call_id or "")
+        if call is None or call.name != "slow_report":
+            return ""
+        if not result.text().startswith("Started the report"):
+            return ""
+        arguments = call.arguments if isinstance(call.arguments, dict) else {}
+        topics.append(str(arguments.get("topic") or "your topic"))
+    return " and ".join(topics)
+
+
+def _is_background_result(message: Message) -> bool:
+    return message.role is Role.USER and message.text().startswith(BACKGROUND_RESULT)
+
+
+def _background_summary(messages: list[Message]) -> str:
+    """What the demo says when background work it started has finished."""
+    finished = []
+    for message in reversed(messages):
+        if not _is_background_result(message):
+            break
+        finished.append(message.text())
+    parts = []
+    for text in reversed(finished):
+        head, _, body = text.partition("\n")
+        found = _BACKGROUND_HEAD.match(head)
+        label, status = (found.group(1), found.group(3)) if found else ("background task", "")
+        what = f"The {label}" if label.startswith("report ") else f"The background task {label}"
+        body = body.strip()[:500]
+        if status == "completed":
+            parts.append(f"{what} is ready: {body}")
+        elif status == "cancelled":
+            parts.append(f"{what} was cancelled.")
+        else:
+            parts.append(f"{what} failed: {body or 'no reason given'}")
+    return " ".join(parts)

@@ -10,7 +10,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from agents.pricing import cost_text, run_cost_usd
-from runs.models import Decision, Message, Run, Thread, Ticket
+from runs.models import BackgroundTask, Decision, Message, PendingInput, Run, Thread, Ticket
 from runs.selectors import WAITING_REASONS
 from runs.services.tickets import decision_json
 
@@ -18,6 +18,17 @@ OUR_DECISION_ACTIONS = ["approve", "edit", "reject", "respond"]
 DECISION_ACTIONS = [*OUR_DECISION_ACTIONS, "resume", "cancel"]
 RUN_STATUSES = list(Run.Status.values)
 TICKET_STATUSES = list(Ticket.Status.values)
+INPUT_MODES = list(PendingInput.Mode.values)
+INPUT_STATUSES = list(PendingInput.Status.values)
+INPUT_MODE_HELP = (
+    "What happens when the thread has an open run: `queue` (default) waits and starts the "
+    "thread's next run when it ends; `steer` is delivered into the open run at its next "
+    "step boundary (queued if the run ends first); `interrupt_then_queue` cancels the open "
+    "run and queues the message; `resume_open_run` continues the open run while it waits "
+    "(its open tickets are rejected as superseded; 409 if it is not waiting). With no open "
+    "run every mode starts a run at once."
+)
+INPUT_PRIORITY_HELP = "Priority of the run it starts: 0 (high) … 255 (low)."
 
 TEXT_BLOCK = {
     "type": "object",
@@ -204,6 +215,10 @@ class ThreadMessageCreateSerializer(serializers.Serializer):
     )
     messages = MessageInSerializer(many=True, min_length=1, max_length=50)
     idempotency_key = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    mode = serializers.ChoiceField(choices=INPUT_MODES, default="queue", help_text=INPUT_MODE_HELP)
+    priority = serializers.IntegerField(
+        min_value=0, max_value=255, default=128, help_text=INPUT_PRIORITY_HELP
+    )
 
 
 class TicketListQuerySerializer(serializers.Serializer):
@@ -326,6 +341,25 @@ class OutcomeSerializer(serializers.Serializer):
     error_payload = AnyField(required=False)
 
 
+class BackgroundTaskSerializer(serializers.Serializer):
+    """Work a tool of the run started that outlives its step (docs/background-work.md)."""
+
+    task_id = serializers.UUIDField(source="id")
+    tool_call_id = serializers.CharField(help_text="The tool call that started it.")
+    kind = serializers.CharField(help_text="The job that does the work, e.g. report.")
+    label = serializers.CharField(allow_blank=True)
+    status = serializers.ChoiceField(choices=list(BackgroundTask.Status.values))
+    attempt = serializers.IntegerField(help_text="Executions started so far.")
+    result = AnyField(allow_null=True, help_text="What the job returned (completed).")
+    error = BlankAsNullCharField(help_text="Why it failed.")
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+    delivered_at = serializers.DateTimeField(
+        allow_null=True, help_text="When the run's activation received its result."
+    )
+
+
 class RunRecordSerializer(serializers.Serializer):
     """Upstream's RunRecord (times in unix seconds) plus this service's bookkeeping."""
 
@@ -367,6 +401,19 @@ class RunRecordSerializer(serializers.Serializer):
         allow_null=True,
         help_text="USD at the prices its model had when the run was created, e.g. "
         '"0.0123"; null: unpriced.',
+    )
+    priority = serializers.IntegerField(
+        help_text="0 (high) … 255 (low): workers take due runs by priority, then age."
+    )
+    run_mode = serializers.CharField(help_text="How it started: foreground or scheduled.")
+    schedule_id = serializers.UUIDField(
+        allow_null=True, help_text="The schedule that started it (run_mode scheduled)."
+    )
+    pending_inputs = serializers.IntegerField(
+        help_text="Steer inputs waiting for its next step boundary."
+    )
+    background_tasks = BackgroundTaskSerializer(
+        many=True, help_text="Background work its tools started, oldest first."
     )
 
 

@@ -20,7 +20,7 @@ from agents.api.views import AgentDetailView, AgentListView
 from common.api.errors import error_body
 
 from .stream import RunEventStreamView
-from .views import audit, runs, threads, tickets
+from .views import audit, inputs, runs, threads, tickets
 
 
 # CSRF exempt like every DRF view: it changes nothing, and otherwise a POST from a token
@@ -64,6 +64,8 @@ urlpatterns = [
         name="api-run-events-stream",
     ),
     path("runs/<str:run_id>/decisions", runs.RunDecisionsView.as_view(), name="api-run-decisions"),
+    path("runs/<str:run_id>/inputs", inputs.RunInputsView.as_view(), name="api-run-inputs"),
+    path("runs/<str:run_id>/priority", runs.RunPriorityView.as_view(), name="api-run-priority"),
     path("tickets", tickets.TicketListView.as_view(), name="api-tickets"),
     path("tickets/<str:ticket_id>", tickets.TicketDetailView.as_view(), name="api-ticket"),
     path(
@@ -78,6 +80,17 @@ urlpatterns = [
         threads.ThreadMessagesView.as_view(),
         name="api-thread-messages",
     ),
+    path(
+        "threads/<str:thread_id>/inputs",
+        inputs.ThreadInputListView.as_view(),
+        name="api-thread-inputs",
+    ),
+    path(
+        "threads/<str:thread_id>/interrupt",
+        inputs.ThreadInterruptView.as_view(),
+        name="api-thread-interrupt",
+    ),
+    path("inputs/<str:input_id>", inputs.InputDetailView.as_view(), name="api-input"),
     path("agents", AgentListView.as_view(), name="api-agents"),
     path("agents/<slug:agent_id>", AgentDetailView.as_view(), name="api-agent"),
     path("endpoints", EndpointListView.as_view(), name="api-endpoints"),
@@ -94,5 +107,5 @@ urlpatterns = [
         read_only(SpectacularSwaggerView.as_view(url_name="api-schema")),
         name="api-docs",
     ),
-    re_path(r"^.*$", api_not_found),
+    re_path(r"^[\s\S]*$", api_not_found),  # any character, a newline too
 ]

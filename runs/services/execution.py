@@ -47,6 +47,7 @@ from runs.runtime.ports import (
     VersionConflictError,
 )
 from runs.services import stats
+from runs.services.background import background_sweep
 from runs.services.creation import normalize_input_messages
 from runs.services.delivery import thread_deliver_next, thread_start_next
 from runs.services.dispatch import run_dispatch
@@ -434,6 +435,7 @@ def runs_sweep(*, now: dt.datetime | None = None) -> dict[str, int]:
         counts["redispatched"] += 1
         run_dispatch(run_id)
     counts["inputs_started"] = inputs_start_lost()
+    counts.update(background_sweep(now))
     return counts
 
 

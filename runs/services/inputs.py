@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from agents.models import Agent
 from common.audit import SYSTEM, Actor, audit_record
-from common.errors import IllegalTransition, InvalidInput
+from common.errors import IllegalTransition, InvalidInput, NotFound
 from runs.models import DEFAULT_PRIORITY, PendingInput, Run, Thread
 from runs.runtime import types as rt
 from runs.services.creation import (
@@ -33,7 +33,7 @@ from runs.services.creation import (
     normalize_input_messages,
     run_create,
 )
-from runs.services.delivery import delivery_events, messages_json
+from runs.services.delivery import delivery_events, messages_json, thread_start_next
 from runs.services.runs import run_cancel, run_continue
 
 Mode = PendingInput.Mode
@@ -62,17 +62,20 @@ def input_submit(
     mode: str = Mode.QUEUE,
     priority: int = DEFAULT_PRIORITY,
     actor: Actor = SYSTEM,
+    idempotency_key: str = "",
 ) -> InputOutcome:
     """Send `messages` to `thread` (a new one when None), or to `run`'s thread when it is
     addressed to a run (`POST /runs/{id}/inputs`): then `steer` and `resume_open_run`
-    require that run to be the open one."""
+    require that run to be the open one. `idempotency_key` is recorded on a run the input
+    starts at once (a concurrent repeat fails on its unique index: IntegrityError)."""
     if mode not in MODES:
         raise InvalidInput(
             f"mode must be one of {', '.join(MODES)}, got {mode!r}", {"mode": [str(mode)]}
         )
+    _check_priority(priority)
     new_messages = normalize_input_messages(messages)
     with transaction.atomic():
-        return _submit(agent, new_messages, thread, run, mode, priority, actor)
+        return _submit(agent, new_messages, thread, run, mode, priority, actor, idempotency_key)
 
 
 def _submit(
@@ -83,6 +86,7 @@ def _submit(
     mode: str,
     priority: int,
     actor: Actor,
+    key: str,
 ) -> InputOutcome:
     if run is not None:
         thread = run.thread
@@ -90,7 +94,7 @@ def _submit(
         if agent is None:
             raise InvalidInput("agent_id is required to start a thread")
         thread = new_thread_for(new_messages)
-        return _start(thread, agent, new_messages, mode, priority, actor, new_thread=True)
+        return _start(thread, agent, new_messages, mode, priority, actor, key, new_thread=True)
     thread, open_run = _lock_thread(thread.pk)
     addressed_elsewhere = run is not None and (open_run is None or open_run.pk != run.pk)
     if addressed_elsewhere and mode == Mode.RESUME_OPEN_RUN:
@@ -106,7 +110,13 @@ def _submit(
     if open_run is None:
         if mode == Mode.RESUME_OPEN_RUN and run is not None:
             raise IllegalTransition(f"run {run.pk} is not waiting")
-        return _start(thread, agent, new_messages, mode, priority, actor)
+        if not _queued(thread):
+            return _start(thread, agent, new_messages, mode, priority, actor, key)
+        # older input still waits for its turn (its start was lost): it goes first
+        input_ = _accept(thread, agent, new_messages, Mode.QUEUE, priority, actor)
+        thread_start_next(thread.pk)
+        input_.refresh_from_db()
+        return InputOutcome(input=input_)
     if mode == Mode.RESUME_OPEN_RUN:
         return _resume(thread, open_run, agent, new_messages, actor)
     input_ = _accept(thread, agent, new_messages, mode, priority, actor)
@@ -121,6 +131,14 @@ def _submit(
         if input_.status == PendingInput.Status.DELIVERED:
             outcome.run, outcome.created = input_.delivered_run, True
     return outcome
+
+
+def _check_priority(priority: int) -> None:
+    if not isinstance(priority, int) or not 0 <= priority <= 255:
+        raise InvalidInput(
+            f"priority must be an integer from 0 (high) to 255 (low), got {priority!r}",
+            {"priority": [str(priority)]},
+        )
 
 
 def _lock_thread(thread_id: Any) -> tuple[Thread, Run | None]:
@@ -140,6 +158,12 @@ def _lock_thread(thread_id: Any) -> tuple[Thread, Run | None]:
         if thread.open_run_id == open_id:
             return thread, open_run
     raise IllegalTransition(f"thread {thread_id} is changing runs; send the message again")
+
+
+def _queued(thread: Thread) -> bool:
+    return PendingInput.objects.filter(
+        thread=thread, status=PendingInput.Status.PENDING, run__isnull=True
+    ).exists()
 
 
 def _thread_agent(thread: Thread, open_run: Run | None) -> Agent:
@@ -199,6 +223,7 @@ def _start(
     mode: str,
     priority: int,
     actor: Actor,
+    key: str,
     *,
     new_thread: bool = False,
 ) -> InputOutcome:
@@ -223,6 +248,7 @@ def _start(
         messages,
         actor,
         new_thread=new_thread,
+        idempotency_key=key,
         priority=priority,
         submission_events=delivery_events(input_, PendingInput.Boundary.NEW_RUN),
     )
@@ -262,7 +288,7 @@ def _pending(input_id: Any) -> PendingInput:
         list(Run.objects.select_for_update().filter(pk=steers).values_list("pk", flat=True))
     input_ = PendingInput.objects.select_for_update().filter(pk=input_id).first()
     if input_ is None:
-        raise IllegalTransition(f"input {input_id} not found")
+        raise NotFound(f"input {input_id} not found")
     if input_.status != PendingInput.Status.PENDING:
         raise IllegalTransition(
             f"input {input_.pk} is {input_.status} already; only pending input can change",
@@ -276,6 +302,8 @@ def input_edit(
     *, input_id: Any, messages: Any = None, priority: int | None = None, actor: Actor = SYSTEM
 ) -> PendingInput:
     """Change a pending input's messages or priority (until it is delivered)."""
+    if priority is not None:
+        _check_priority(priority)
     input_ = _pending(input_id)
     before = {"text": input_.text, "priority": input_.priority}
     if messages is not None:
@@ -332,7 +360,7 @@ def thread_interrupt(*, thread: Thread, actor: Actor = SYSTEM) -> dict[str, Any]
         _close(input_, PendingInput.Status.CANCELLED)
         cancelled.append(str(input_.pk))
     if open_run is not None:
-        run_cancel(run=open_run, actor=actor)
+        open_run = run_cancel(run=open_run, actor=actor)
     audit_record(
         actor=actor,
         action="thread.interrupt",

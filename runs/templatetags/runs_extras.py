@@ -41,6 +41,40 @@ def duration(value: dt.timedelta | None) -> str:
     return f"{hours} h {minutes} min"
 
 
+# Waiting reasons (and the status reasons behind them) as an operator reads them; the
+# others are shown as they are.
+WAITING_LABELS = {
+    "background_tasks": "Waiting for background tasks",
+    "awaiting_tasks": "Waiting for background tasks",
+}
+
+
+@register.filter
+def waiting_label(value: Any) -> str:
+    return WAITING_LABELS.get(str(value or ""), str(value or ""))
+
+
+# A background task's status as a badge, in the colours of the run statuses.
+TASK_BADGES = {
+    "pending": "status-created",
+    "running": "status-running",
+    "completed": "status-done",
+    "failed": "status-done failed",
+    "cancelled": "status-done failed",
+}
+
+
+@register.filter
+def task_badge(status: Any) -> str:
+    return TASK_BADGES.get(str(status), "")
+
+
+@register.filter
+def result_text(value: Any) -> str:
+    """A job's result as text: a string as it is, anything else as compact JSON."""
+    return value if isinstance(value, str) else compact_json(value)
+
+
 @register.filter
 def event_summary(event: dict[str, Any]) -> str:
     kind = event.get("event_type")
@@ -64,6 +98,19 @@ def event_summary(event: dict[str, Any]) -> str:
         return f"{event.get('tool_name')}: {decision.get('action')} by {decision.get('actor')}"
     if kind == "error":
         return str(event.get("message", ""))
+    if kind == "input_delivered":
+        text = " ".join(
+            str(block.get("text", ""))
+            for message in event.get("messages") or []
+            if isinstance(message, dict)
+            for block in message.get("content") or []
+            if isinstance(block, dict)
+        )
+        return f"{event.get('mode')} input at {event.get('boundary')}: {text[:160]}"
     if kind == "tool_call_start":
         return f"{event.get('name')} ({event.get('id')})"
+    if kind == "background_task_started":
+        return f"{event.get('label') or event.get('kind')} ({event.get('task_id')})"[:200]
+    if kind == "background_task_delivered":
+        return f"{event.get('task_id')} {event.get('status')}"
     return ""

@@ -14,11 +14,13 @@ from django.views.decorators.http import require_POST
 from agents.models import Agent
 from common.audit import Actor, request_actor
 from common.errors import ServiceError
-from runs.models import Run, Thread, Ticket
-from runs.permissions import CANCEL, DECIDE, RETRY, START, require
-from runs.services.runs import run_cancel, run_retry, run_start
+from runs.models import PendingInput, Run, Thread, Ticket
+from runs.permissions import CANCEL, DECIDE, RETRY, START, forbidden, require
+from runs.services.inputs import InputOutcome, input_submit
+from runs.services.runs import run_cancel, run_retry
 from runs.services.tickets import decision_submit
 from runs.ticket_forms import edited_arguments, parse_answer
+from runs.views.control import parse_priority
 from runs.views.detail import PARTIAL_SECTIONS, run_page_context
 from runs.views.htmx import is_htmx
 from runs.views.lists import thread_page_context, tickets_superseded
@@ -131,28 +133,61 @@ def retry(request: HttpRequest, run_id: Any) -> HttpResponse:
 @require_POST
 @require(START, "start runs")
 def send_message(request: HttpRequest, thread_id: Any = None) -> HttpResponse:
+    """The composer: a new thread's first message, or input for a thread in the mode the
+    form chose (queue by default; resume_open_run asks to confirm the open tickets it
+    rejects)."""
     thread = get_object_or_404(Thread, pk=thread_id) if thread_id else None
     agent = Agent.objects.filter(slug=request.POST.get("agent", "")).first()
     text = request.POST.get("message", "")
+    mode = request.POST.get("mode") or PendingInput.Mode.QUEUE
     if agent is None:
         messages.error(request, "Choose an agent.")
     else:
         try:
-            run: Run | None = None
+            priority = parse_priority(request.POST.get("priority"))
+            if mode == PendingInput.Mode.INTERRUPT_THEN_QUEUE and not request.user.has_perm(CANCEL):
+                return forbidden(request, "cancel runs")
+            outcome: InputOutcome | None = None
             with transaction.atomic():
-                if not _supersede_unconfirmed(request, thread):
-                    run = run_start(
-                        agent=agent, messages=text, thread=thread, actor=actor_for(request)
+                if mode != PendingInput.Mode.RESUME_OPEN_RUN or not _supersede_unconfirmed(
+                    request, thread
+                ):
+                    outcome = input_submit(
+                        agent=agent,
+                        messages=text,
+                        thread=thread,
+                        mode=mode,
+                        priority=priority,
+                        actor=actor_for(request),
                     )
-            if run is None:
+            if outcome is None:
                 assert thread is not None
-                return _ask_to_confirm(request, thread, agent, text)
-            return redirect("runs:run-detail", run_id=run.pk)
+                return _ask_to_confirm(request, thread, agent, text, priority)
+            if outcome.run is not None:
+                return redirect("runs:run-detail", run_id=outcome.run.pk)
+            messages.success(request, _waiting_text(outcome))
         except ServiceError as exc:
             messages.error(request, exc.message)
     if thread is not None:
         return redirect("runs:thread-detail", thread_id=thread.pk)
     return redirect("runs:thread-list")
+
+
+def _waiting_text(outcome: InputOutcome) -> str:
+    input_ = outcome.input
+    if input_.mode == PendingInput.Mode.STEER and input_.run_id:
+        return f"Input #{input_.seq} goes into the open run at its next step."
+    if outcome.interrupted is not None and outcome.interrupted.status == Run.Status.DONE:
+        return (
+            f"The open run was cancelled; input #{input_.seq} is queued behind the thread's "
+            "earlier input."
+        )
+    if outcome.interrupted is not None:
+        return (
+            f"Input #{input_.seq} is queued; the open run was asked to stop and the input "
+            "starts the next run when it has."
+        )
+    return f"Input #{input_.seq} is queued: it starts the thread's next run when the open one ends."
 
 
 def _supersede_unconfirmed(request: HttpRequest, thread: Thread | None) -> bool:
@@ -171,9 +206,17 @@ def _supersede_unconfirmed(request: HttpRequest, thread: Thread | None) -> bool:
     return found is not None and request.POST.get("supersede", "") != found.token
 
 
-def _ask_to_confirm(request: HttpRequest, thread: Thread, agent: Agent, text: str) -> HttpResponse:
+def _ask_to_confirm(
+    request: HttpRequest, thread: Thread, agent: Agent, text: str, priority: int
+) -> HttpResponse:
     """Nothing was sent: the thread page again with the message kept, listing the tickets
     it would reject and asking to confirm."""
     context = thread_page_context(request, thread.pk)
-    context.update(message=text, default_agent=agent.slug, supersede_asked=True)
+    context.update(
+        message=text,
+        default_agent=agent.slug,
+        supersede_asked=True,
+        mode=PendingInput.Mode.RESUME_OPEN_RUN,
+        priority=priority,
+    )
     return render(request, "runs/thread_detail.html", context)

@@ -10,8 +10,11 @@ from django.shortcuts import render
 
 from agents.pricing import cost_label, run_cost_usd
 from runs import selectors
+from runs.models import BackgroundTask, Run
 from runs.permissions import VIEW, capabilities, require
+from runs.runtime.background import BACKGROUND_KEY
 from runs.ticket_forms import edit_fields
+from runs.views.control import run_steer_inputs
 
 # What each partial of the run page reads: a live refresh of the header need not read the
 # timeline and the transcript too.
@@ -58,12 +61,31 @@ def run_page_context(
         "cost": cost_label(run_cost_usd(detail.run)),
         "can": capabilities(request.user),
         "nav": "runs",
+        # run control: the steer input waiting for the run's next step (the header shows it)
+        "steer_inputs": run_steer_inputs(detail.run) if "header" in sections else [],
     }
+
+
+# background tasks the run page lists (a run starts a few; the API lists them all)
+BACKGROUND_SHOWN = 50
+
+
+def run_background_tasks(run: Run) -> list[BackgroundTask]:
+    """The run's background work, oldest first: one query, none for a run whose state
+    never listed any."""
+    if not ((run.state or {}).get("extensions") or {}).get(BACKGROUND_KEY):
+        return []
+    return list(
+        BackgroundTask.objects.filter(run_id=run.pk).order_by("created_at")[:BACKGROUND_SHOWN]
+    )
 
 
 @require(VIEW, "view runs")
 def run_page(request: HttpRequest, run_id: Any) -> HttpResponse:
-    return render(request, "runs/run_detail.html", run_page_context(request, run_id))
+    context = run_page_context(request, run_id)
+    context["background_tasks"] = run_background_tasks(context["run"])
+    context["background_shown"] = BACKGROUND_SHOWN
+    return render(request, "runs/run_detail.html", context)
 
 
 @require(VIEW, "view runs")

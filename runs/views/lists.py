@@ -14,8 +14,9 @@ from django.utils.dateparse import parse_datetime
 
 from agents.models import Agent
 from runs import selectors
-from runs.models import Run, Ticket
+from runs.models import DEFAULT_PRIORITY, PendingInput, Run, Ticket
 from runs.permissions import VIEW, capabilities, require
+from runs.views.control import input_modes, inputs_context
 
 
 def _when(raw: str) -> dt.datetime | None:
@@ -156,6 +157,11 @@ def thread_page_context(request: HttpRequest, thread_id: Any) -> dict[str, Any]:
             open_run.agent.slug if open_run else (runs[-1].agent.slug if runs else "")
         ),
         "can": can,
+        # run control: the composer's modes, the pending-input panel
+        **inputs_context(thread, can, open_run),
+        "input_modes": input_modes(open_run, can),
+        "mode": PendingInput.Mode.QUEUE,
+        "priority": DEFAULT_PRIORITY,
     }
 
 

@@ -187,6 +187,8 @@
     }
 
     function onRun(summary) {
+      // a page of one thread (data-thread-id) follows only that thread's runs
+      if (root.dataset.threadId && summary.thread_id !== root.dataset.threadId) { return; }
       const rows = root.querySelector("[data-run-rows]");
       if (rows) {
         const url = rows.dataset.rowUrl.replace(rows.dataset.rowPlaceholder, summary.id);

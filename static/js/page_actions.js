@@ -14,3 +14,49 @@
     if (outcome) { outcome.remove(); }
   });
 })();
+
+/* Run control on the thread page:
+ *  - a composer's mode select ([data-mode-select]): the parts of its form for one mode
+ *    ([data-mode-only="mode"]) are shown, and take part in the form, only while that
+ *    mode is chosen;
+ *  - a live panel marked [data-hold-while-editing] is not replaced while one of its
+ *    editors (<details>) is open, so what the operator types is kept; it refetches once
+ *    the editor closes.
+ */
+(function () {
+  "use strict";
+
+  function syncModeParts(select) {
+    if (!select.form) { return; }
+    select.form.querySelectorAll("[data-mode-only]").forEach(function (part) {
+      const off = part.dataset.modeOnly !== select.value;
+      part.hidden = off;
+      part.disabled = off;
+    });
+  }
+
+  document.addEventListener("change", function (event) {
+    const select = event.target.closest("select[data-mode-select]");
+    if (select) { syncModeParts(select); }
+  });
+  document.addEventListener("DOMContentLoaded", function () {
+    document.querySelectorAll("select[data-mode-select]").forEach(syncModeParts);
+  });
+
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    const target = event.detail.target;
+    if (target && target.matches("[data-hold-while-editing]") && target.querySelector("details[open]")) {
+      event.detail.shouldSwap = false;
+      target.dataset.stale = "true";
+    }
+  });
+  // "toggle" does not bubble: listen while it goes down
+  document.addEventListener("toggle", function (event) {
+    const panel = event.target.closest ? event.target.closest("[data-hold-while-editing]") : null;
+    if (!panel || panel.dataset.stale !== "true" || panel.querySelector("details[open]")) { return; }
+    delete panel.dataset.stale;
+    if (window.htmx && panel.dataset.refreshUrl) {
+      window.htmx.ajax("GET", panel.dataset.refreshUrl, { source: panel, target: panel, swap: "innerHTML" });
+    }
+  }, true);
+})();

@@ -41,6 +41,7 @@ BUILTIN_NAMES = [
     "http_get",
     "send_email",
     "sleep",
+    "slow_report",
     "write_note",
 ]
 

@@ -55,7 +55,7 @@ def writes(w):
         (f"{RUNS}/{failed.pk}/retry", {}, 201),
         (f"/api/v1/tickets/{ticket.pk}/decision", {"action": "approve"}, 201),
         ("/api/v1/threads", {"title": "t"}, 201),
-        (f"/api/v1/threads/{failed.thread_id}/messages", message, 409),  # retry is open
+        (f"/api/v1/threads/{failed.thread_id}/messages", message, 202),  # queued: retry open
         (f"{RUNS}/{run.pk}/cancel", {}, 200),
     ]
 
@@ -172,6 +172,8 @@ def test_wrong_method_is_405(operator_api):
 
 def test_unknown_endpoint_is_json_404(operator_api):
     assert_error(operator_api.get("/api/v1/nothing/here"), 404, "not_found")
+    # a newline in the path (no slug matches it) is the catch-all's too, not Django's HTML
+    assert_error(operator_api.get("/api/v1/agents/a%0Ab"), 404, "not_found")
 
 
 @pytest.mark.parametrize("method", ["post", "put", "patch", "delete"])
@@ -183,7 +185,7 @@ def test_unknown_endpoint_is_json_404_for_writes_without_a_csrf_token(operator_u
     browser.force_login(operator_user)
     run = done_run()
     for client in (token_client, browser, APIClient(enforce_csrf_checks=True)):
-        for path in (f"{RUNS}/{run.pk}/decision", f"{RUNS}/{run.pk}/inputs", "/api/v1/nope"):
+        for path in (f"{RUNS}/{run.pk}/decision", f"{RUNS}/{run.pk}/answers", "/api/v1/nope"):
             response = getattr(client, method)(path, {"action": "approve"}, format="json")
             assert response["Content-Type"] == "application/json", response.content[:200]
             assert_error(response, 404, "not_found")

@@ -25,6 +25,7 @@ from schemathesis.checks import (
 from agents.models import RemoteEndpoint
 from common.models import AuditEntry
 from runs.models import Message, Ticket
+from runs.services.inputs import input_submit
 from tests.api.helpers import assert_error
 from tests.factories import bearer, token_for, user_with_role, waiting_run
 
@@ -132,6 +133,9 @@ def hostile_world(db, settings):
         "ticket_id": str(Ticket.objects.get(run=run).pk),
         "agent_id": run.agent.slug,
         "endpoint_id": endpoint.slug,
+        "input_id": str(
+            input_submit(agent=run.agent, messages="later", thread=run.thread).input.pk
+        ),
     }
     raw = token_for(User.objects.create_superuser("root", password="pw"), "root")
     return ids, bearer(raw)

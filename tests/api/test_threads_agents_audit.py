@@ -80,9 +80,8 @@ def test_messages_after_seq_and_by_run(operator_api):
 def test_message_to_a_waiting_thread_continues_its_run(operator_api):
     run = waiting_run()
     path = MESSAGES.format(thread_id=run.thread_id)
-    response = operator_api.post(
-        path, {"messages": [{"content": "forget the note"}]}, format="json"
-    )
+    body = {"messages": [{"content": "forget the note"}], "mode": "resume_open_run"}
+    response = operator_api.post(path, body, format="json")
     assert response.status_code == 200
     assert response.json()["run_id"] == str(run.pk)
     assert AuditEntry.objects.filter(action="run.continue").count() == 1
@@ -103,13 +102,16 @@ def test_message_to_a_new_thread_needs_an_agent(operator_api):
     )
 
 
-def test_message_to_a_thread_with_an_unfinished_run_is_409(operator_api):
+def test_message_to_a_thread_with_an_unfinished_run_is_queued_or_409_to_resume(operator_api):
     agent = scripted_agent([{"text": "hello"}])
     thread = Thread.objects.create()
     path = MESSAGES.format(thread_id=thread.pk)
     body = {"agent_id": agent.slug, "messages": [{"content": "hi"}]}
     assert operator_api.post(path, body, format="json").status_code == 201
-    error = assert_error(operator_api.post(path, body, format="json"), 409, "conflict")
+    queued = operator_api.post(path, body, format="json")  # mode queue, the default
+    assert queued.status_code == 202 and queued.json()["status"] == "pending"
+    resume = {**body, "mode": "resume_open_run"}
+    error = assert_error(operator_api.post(path, resume, format="json"), 409, "conflict")
     assert error["details"]["status"] == "created"
 
 

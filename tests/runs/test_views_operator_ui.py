@@ -43,9 +43,15 @@ def two_tickets_waiting() -> Run:
 
 
 def send(client, run: Run, **extra: str):
+    # resume_open_run: the mode that continues the waiting run (the default, queue, waits)
     return client.post(
         reverse("runs:thread-send", args=[run.thread_id]),
-        {"agent": "noter", "message": "never mind, write nothing", **extra},
+        {
+            "agent": "noter",
+            "message": "never mind, write nothing",
+            "mode": "resume_open_run",
+            **extra,
+        },
     )
 
 

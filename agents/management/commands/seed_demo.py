@@ -16,9 +16,10 @@ DEMO_AGENTS: list[dict[str, Any]] = [
     {
         "slug": "assistant",
         "name": "Assistant (auto-allowed tools)",
-        "description": "Answers questions with a calculator, the clock and web fetches.",
+        "description": "Answers questions with a calculator, the clock and web fetches; "
+        "prepares reports in the background.",
         "system_prompt": "You are a helpful assistant. Use tools when they help.",
-        "tools": ["calculator", "current_time", "http_get"],
+        "tools": ["calculator", "current_time", "http_get", "slow_report"],
         "permission": {"default_behavior": "allow", "rules": []},
     },
     {

@@ -9,6 +9,7 @@ read and correct.
 - `mail`: `send_email`
 - `web`: `http_get` (SSRF guard, pinned address, no redirects)
 - `human`: `ask_human` (waits on an operator's answer)
+- `report`: `slow_report` (starts background work the run waits for)
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from .clock import CurrentTimeTool, SleepTool
 from .human import AskHumanTool
 from .mail import SendEmailTool
 from .notes import WriteNoteTool
+from .report import SlowReportTool
 from .web import FetchError, HttpGetTool
 
 __all__ = [
@@ -34,6 +36,7 @@ __all__ = [
     "HttpGetTool",
     "SendEmailTool",
     "SleepTool",
+    "SlowReportTool",
     "WriteNoteTool",
     "evaluate_expression",
 ]
@@ -45,5 +48,6 @@ BUILTIN_TOOLS: tuple[Callable[[], Tool], ...] = (
     HttpGetTool,
     SendEmailTool,
     SleepTool,
+    SlowReportTool,
     WriteNoteTool,
 )

@@ -15,9 +15,10 @@ from common.errors import NotFound
 from runs import permissions as perms
 from runs import selectors
 from runs.models import Run, RunEvent
-from runs.services.runs import run_cancel, run_retry
+from runs.services.runs import run_cancel, run_retry, run_set_priority
 from runs.services.tickets import normalize_decision_body, ticket_for_target
 
+from .. import input_serializers as si
 from .. import serializers as s
 from ..pagination import check_cursor
 from ..stream import SseView
@@ -85,7 +86,9 @@ class RunListView(SseView):
         "`ticket_decided` event in /runs/{run_id}/events. A repeat "
         "with the same `idempotency_key` (or `Idempotency-Key` header) by the same user, "
         "through any of their tokens, returns the first run with HTTP 200; other users' keys "
-        "never match.",
+        "never match. On an existing thread whose open run is created or running it is 409: "
+        "this endpoint starts or continues runs only; to queue, steer or interrupt, send the "
+        "input to POST /threads/{thread_id}/messages or /runs/{run_id}/inputs with a `mode`.",
         tags=["runs"],
         parameters=[IDEMPOTENCY_KEY, NO_FORMAT],
         request=s.RunCreateSerializer,
@@ -161,6 +164,26 @@ class RunRetryView(ApiView):
     def post(self, request: Request, run_id: str) -> Response:
         retry = run_retry(run=get_run(run_id), actor=actor_for(request))
         return Response(run_record_json(retry), status=201)
+
+
+class RunPriorityView(ApiView):
+    required_perms = {"POST": perms.PRIORITIZE}
+
+    @extend_schema(
+        operation_id="runs_priority",
+        summary="Change a queued run's priority",
+        description="0 (high) … 255 (low): workers take due runs by priority, then age. Only "
+        "a created run no worker has taken yet; 409 once it runs, waits or is done.",
+        tags=["runs"],
+        parameters=[RUN_ID],
+        request=si.PrioritySerializer,
+        responses={200: s.RunRecordSerializer, **error_responses(404, 409, body=True)},
+    )
+    def post(self, request: Request, run_id: str) -> Response:
+        run = get_run(run_id)
+        data = validated(si.PrioritySerializer, request.data)
+        run = run_set_priority(run=run, priority=data["priority"], actor=actor_for(request))
+        return Response(run_record_json(run))
 
 
 class RunEventsView(ApiView):

@@ -19,7 +19,8 @@ from agents.selectors import agents_with_latest_version
 from common.api.auth import actor_for
 from common.api.base import get_or_not_found
 from common.api.errors import error_responses
-from runs.models import Run, Thread, Ticket
+from runs.models import BackgroundTask, Run, Thread, Ticket
+from runs.runtime.background import BACKGROUND_KEY
 from runs.services.runs import run_start_or_reuse
 from runs.services.tickets import decision_json, decision_submit_or_repeat
 from runs.store import record_from_row, record_to_json
@@ -111,8 +112,21 @@ def run_record_json(run: Run, *, fresh: bool = False) -> dict[str, Any]:
         cancel_requested_at=int(cancel_at.timestamp()) if cancel_at else None,
         idempotency_key=run.idempotency_key or None,
         cost_usd=cost_text(run_cost_usd(run)),
+        priority=run.priority,
+        run_mode=run.run_mode,
+        schedule_id=str(run.schedule_id) if run.schedule_id else None,
+        pending_inputs=run.pending_inputs,
+        background_tasks=background_tasks_json(run),
     )
     return record
+
+
+def background_tasks_json(run: Run) -> list[Any]:
+    """The run's background work (no query for a run whose state never listed any)."""
+    if not ((run.state or {}).get("extensions") or {}).get(BACKGROUND_KEY):
+        return []
+    rows = BackgroundTask.objects.filter(run_id=run.pk).order_by("created_at")
+    return list(s.BackgroundTaskSerializer(rows, many=True).data)
 
 
 def start_run(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.db.models import Q
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -11,14 +11,15 @@ from common.api.auth import actor_for
 from common.api.base import ApiView, parse_uuid, validated
 from common.api.errors import error_responses
 from common.audit import audit_record
-from common.errors import InvalidInput, NotFound
+from common.errors import NotFound
 from runs import permissions as perms
 from runs import selectors
 from runs.models import Message, Run, Thread
 
 from .. import serializers as s
 from ..pagination import check_cursor
-from .shared import IDEMPOTENCY_KEY, THREAD_ID, get_agent, get_thread, start_run
+from .inputs import INPUT_MODES_TEXT, INPUT_RESPONSES, submit_input
+from .shared import IDEMPOTENCY_KEY, THREAD_ID, get_agent, get_thread
 
 
 class ThreadListView(ApiView):
@@ -112,36 +113,19 @@ class ThreadMessagesView(ApiView):
     @extend_schema(
         operation_id="threads_messages_create",
         summary="Send messages to a thread",
-        description="Continues the thread's open run when it waits for input (same run, HTTP "
-        "200; its open tickets are rejected as superseded), else starts a run (HTTP 201) of "
-        "`agent_id`, by default the agent of the thread's latest run. 409 while a run of the "
-        "thread is executing.",
+        description="Input for the thread, run by `agent_id` (by default the agent of the "
+        "thread's open or latest run; required when the thread has no run yet). "
+        + INPUT_MODES_TEXT
+        + " Changed with the input modes: a message to a thread whose open run waits used "
+        "to continue that run; now it is queued unless it says `mode: resume_open_run`, and "
+        "a message to a thread whose run is executing is queued (202) instead of 409.",
         tags=["threads"],
         parameters=[THREAD_ID, IDEMPOTENCY_KEY],
         request=s.ThreadMessageCreateSerializer,
-        responses={
-            201: OpenApiResponse(s.RunRecordSerializer, description="A run started."),
-            200: OpenApiResponse(s.RunRecordSerializer, description="The waiting run continued."),
-            **error_responses(404, 409, body=True),
-        },
+        responses=INPUT_RESPONSES,
     )
     def post(self, request: Request, thread_id: str) -> Response:
         thread = get_thread(thread_id)
         data = validated(s.ThreadMessageCreateSerializer, request.data)
-        if data.get("agent_id"):
-            agent = get_agent(data["agent_id"])
-        else:
-            latest = (
-                Run.objects.filter(thread=thread)
-                .select_related("agent")
-                .order_by("-created_at")
-                .first()
-            )
-            if latest is None:
-                raise InvalidInput(
-                    "agent_id is required: the thread has no run to take the agent from",
-                    {"agent_id": ["This field is required."]},
-                )
-            agent = latest.agent
-        key = data.get("idempotency_key") or request.headers.get("Idempotency-Key", "")[:200]
-        return start_run(request, agent=agent, messages=data["messages"], thread=thread, key=key)
+        agent = get_agent(data["agent_id"]) if data.get("agent_id") else None
+        return submit_input(request, data, agent=agent, thread=thread)
