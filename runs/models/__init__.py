@@ -1,22 +1,21 @@
-"""The runs app's models: threads, runs and their logs (core), run control (control) and
-the dashboard's counters (stats)."""
+"""The runs app's models: threads, runs and their logs (core), tickets and decisions
+(tickets), run control (control), saved views (teamwork) and the dashboard's counters
+(stats)."""
 
 from runs.fields import RowJSONField, uuid7_default  # migrations name them here
 from runs.models.control import BackgroundTask, PendingInput, Schedule
 from runs.models.core import (
     DEFAULT_PRIORITY,
-    DELEGATE_TICKET_PREFIX,
     PRIORITY_VALIDATORS,
-    Decision,
     Message,
     Run,
     RunEvent,
     Thread,
-    Ticket,
-    TicketQuerySet,
     ToolCall,
 )
 from runs.models.stats import HourlyStat
+from runs.models.teamwork import SavedView
+from runs.models.tickets import DELEGATE_TICKET_PREFIX, Decision, Ticket, TicketQuerySet
 
 __all__ = [
     "DEFAULT_PRIORITY",
@@ -30,6 +29,7 @@ __all__ = [
     "RowJSONField",
     "Run",
     "RunEvent",
+    "SavedView",
     "Schedule",
     "Thread",
     "Ticket",
