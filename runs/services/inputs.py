@@ -119,12 +119,11 @@ def _submit(
         return InputOutcome(input=input_)
     if mode == Mode.RESUME_OPEN_RUN:
         return _resume(thread, open_run, agent, new_messages, actor)
-    input_ = _accept(thread, agent, new_messages, mode, priority, actor)
+    steers = open_run if mode == Mode.STEER else None
+    input_ = _accept(thread, agent, new_messages, mode, priority, actor, steers=steers)
     outcome = InputOutcome(input=input_)
-    if mode == Mode.STEER:
-        input_.run = open_run
-        input_.save(update_fields=["run"])
-        Run.objects.filter(pk=open_run.pk).update(pending_inputs=F("pending_inputs") + 1)
+    if steers is not None:
+        Run.objects.filter(pk=steers.pk).update(pending_inputs=F("pending_inputs") + 1)
     elif mode == Mode.INTERRUPT_THEN_QUEUE:
         outcome.interrupted = run_cancel(run=open_run, actor=actor)
         input_.refresh_from_db()  # the cancel may have delivered it already
@@ -186,23 +185,28 @@ def _accept(
     mode: str,
     priority: int,
     actor: Actor,
-    status: str = PendingInput.Status.PENDING,
     *,
     save: bool = True,
+    new_thread: bool = False,
+    steers: Run | None = None,
 ) -> PendingInput:
-    """The input's record, next in the (locked) thread's order of acceptance."""
-    Thread.objects.filter(pk=thread.pk).update(input_seq=F("input_seq") + 1)
+    """The input's record, next in the (locked) thread's order of acceptance; saved and
+    audited as waiting unless `save` is False (a run takes it at once). A `new_thread`
+    is not inserted yet: its counter is written with it. `steers`: the run a steer input
+    is for."""
+    if not new_thread:
+        Thread.objects.filter(pk=thread.pk).update(input_seq=F("input_seq") + 1)
     thread.input_seq = (thread.input_seq or 0) + 1
     input_ = PendingInput(
         thread=thread,
         seq=thread.input_seq,
         mode=mode,
-        status=status,
         messages=messages_json(messages),
         agent=agent,
         priority=priority,
         actor=actor.user_or_none,
         actor_label=actor.name[:200],
+        run=steers,
     )
     if save:
         input_.save(force_insert=True)
@@ -228,20 +232,9 @@ def _start(
     new_thread: bool = False,
 ) -> InputOutcome:
     """No open run: the input starts one now."""
-    if new_thread:  # the record needs the thread's row: inserted with the run
-        input_ = PendingInput(
-            thread=thread,
-            seq=1,
-            mode=mode,
-            messages=messages_json(messages),
-            agent=agent,
-            priority=priority,
-            actor=actor.user_or_none,
-            actor_label=actor.name[:200],
-        )
-        thread.input_seq = 1
-    else:
-        input_ = _accept(thread, agent, messages, mode, priority, actor, save=False)
+    input_ = _accept(
+        thread, agent, messages, mode, priority, actor, save=False, new_thread=new_thread
+    )
     run = run_create(
         thread,
         agent,
