@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
+from typing import Any
 
 from celery import current_app
 from celery.worker import WorkController
@@ -20,27 +22,23 @@ _lock = threading.Lock()
 _running: EmbeddedWorker | None = None
 
 
-def _sweep_forever(stop: threading.Event) -> None:
+def _every(seconds: float, work: Callable[[], object], what: str, stop: threading.Event) -> None:
+    """Call `work` every `seconds` until `stop`; a failure is logged and the next call
+    comes as usual."""
     try:
-        while not stop.wait(settings.AWAKEN_SWEEP_SECONDS):
+        while not stop.wait(seconds):
             try:
-                runs_sweep()
+                work()
             except Exception:
-                logger.warning("sweep failed", exc_info=True)
+                logger.warning("%s failed", what, exc_info=True)
     finally:
         connection.close()
 
 
-def _fire_schedules_forever(stop: threading.Event) -> None:
-    """The schedules' tick (what `celery beat` sends in the distributed mode)."""
-    try:
-        while not stop.wait(TICK_SECONDS):
-            try:
-                schedules_fire_due()
-            except Exception:
-                logger.warning("firing schedules failed", exc_info=True)
-    finally:
-        connection.close()
+def _ticker(name: str, seconds: float, work: Callable[[], object], stop: threading.Event) -> Any:
+    return threading.Thread(
+        target=_every, args=(seconds, work, name, stop), daemon=True, name=f"embedded-{name}"
+    )
 
 
 class EmbeddedWorker:
@@ -61,15 +59,9 @@ class EmbeddedWorker:
         )
         self._threads = [
             threading.Thread(target=self.worker.start, daemon=True, name="embedded-celery"),
-            threading.Thread(
-                target=_sweep_forever, args=(self._stop,), daemon=True, name="embedded-sweep"
-            ),
-            threading.Thread(
-                target=_fire_schedules_forever,
-                args=(self._stop,),
-                daemon=True,
-                name="embedded-schedules",
-            ),
+            _ticker("sweep", settings.AWAKEN_SWEEP_SECONDS, runs_sweep, self._stop),
+            # the schedules' tick (what `celery beat` sends in the distributed mode)
+            _ticker("schedules", TICK_SECONDS, schedules_fire_due, self._stop),
         ]
 
     def start(self) -> None:
