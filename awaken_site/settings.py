@@ -386,5 +386,7 @@ SPECTACULAR_SETTINGS = {
         "WaitingReasonEnum": "runs.api.serializers.WAITING_REASONS",
         "DecisionActionEnum": "runs.api.serializers.OUR_DECISION_ACTIONS",
         "DecisionRequestActionEnum": "runs.api.serializers.DECISION_ACTIONS",
+        "BulkOutcomeEnum": "runs.api.bulk_serializers.BULK_OUTCOMES",
+        "RuleVerdictOutcomeEnum": "runs.api.rule_serializers.VERDICT_OUTCOMES",
     },
 }

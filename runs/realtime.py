@@ -178,6 +178,15 @@ def broadcast_events(run_id: Any, frames: list[dict[str, Any]], summary: dict[st
         _send(group, message)
 
 
+def broadcast_run_changed(run_id: Any, summary: dict[str, Any]) -> None:
+    """Called on commit of a change that adds no event to the run's log (a ticket claimed,
+    released or assigned): the run's summary to the lists and to the run's own page,
+    which refetch what they show of it."""
+    message = {"type": "run.changed", "run": summary}
+    _send(DASHBOARD_GROUP, message)
+    _send(run_group(run_id), message)
+
+
 def broadcast_live(run_id: Any, event: dict[str, Any]) -> None:
     """A token delta before it is persisted; carries no seq."""
     _send(run_group(run_id), {"type": "run.live", "event": event})

@@ -1,6 +1,19 @@
 from django.urls import path
 
-from runs.views import actions, audit, control, dashboard, detail, inbox, lists, tokens
+from runs.views import (
+    actions,
+    audit,
+    claims,
+    control,
+    dashboard,
+    detail,
+    inbox,
+    inbox_policy,
+    lists,
+    rules,
+    saved_views,
+    tokens,
+)
 
 app_name = "runs"
 
@@ -39,6 +52,10 @@ urlpatterns = [
     path("runs/<uuid:run_id>/priority", control.set_priority, name="run-priority"),
     path("tickets/<uuid:ticket_id>/decide", actions.decide, name="ticket-decide"),
     path("tickets/<uuid:ticket_id>/edit-preview", actions.edit_preview, name="ticket-edit-preview"),
+    path("tickets/<uuid:ticket_id>/claim", claims.claim, name="ticket-claim"),
+    path("tickets/<uuid:ticket_id>/release", claims.release, name="ticket-release"),
+    path("tickets/<uuid:ticket_id>/assign", claims.assign, name="ticket-assign"),
+    path("tickets/<uuid:ticket_id>/rule", rules.rule_from_decision, name="ticket-rule"),
     path("threads/", lists.thread_list, name="thread-list"),
     path("threads/<uuid:thread_id>/", lists.thread_page, name="thread-detail"),
     path("threads/<uuid:thread_id>/messages", detail.thread_messages, name="thread-messages"),
@@ -55,6 +72,9 @@ urlpatterns = [
     path("inbox/", inbox.inbox, name="inbox"),
     path("inbox/list", inbox.inbox_list, name="inbox-list"),
     path("inbox/bulk", inbox.bulk_decide, name="inbox-bulk"),
+    path("inbox/policy", inbox_policy.policy_decide, name="inbox-policy"),
+    path("saved-views/<str:page>/save", saved_views.save_view, name="saved-view-save"),
+    path("saved-views/<int:view_id>/delete", saved_views.delete_view, name="saved-view-delete"),
     path("audit/", audit.audit, name="audit"),
     path("tokens/", tokens.token_list, name="tokens"),
     path("tokens/<int:token_id>/revoke", tokens.token_revoke_view, name="token-revoke"),

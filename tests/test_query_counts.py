@@ -350,6 +350,12 @@ CASES = [
     Case("runs-provider", World.grow_runs, lambda w: "/runs/?provider=scripted", RUN_ROW),
     Case("runs-since", World.grow_runs, lambda w: "/runs/?since=2000-01-01", RUN_ROW),
     Case(
+        "runs-waiting-tool-longest",
+        World.grow_runs,
+        lambda w: "/runs/?waiting_tool=write_note&waiting_longer_than=0&sort=longest_waiting",
+        RUN_ROW,
+    ),
+    Case(
         "runs-thread",
         World.grow_thread,
         lambda w: f"/runs/?thread={thread_of(w).pk}",
@@ -369,6 +375,19 @@ CASES = [
             "action": "approve",
             "ticket": [str(t.pk) for t in Ticket.objects.for_operators()],
         },
+    ),
+    Case(
+        "inbox-waiting-newest",
+        World.grow_pending,
+        lambda w: "/inbox/?waiting_longer_than=0&sort=newest",
+        TICKET_ROW,
+    ),
+    Case(
+        "inbox-policy-preview",
+        World.grow_pending,
+        lambda w: "/inbox/policy",
+        html("data-policy-ticket="),
+        data=lambda w: {"tool": "write_note", "arguments_pattern": 'title ~ "*"'},
     ),
     # audit log, threads, tokens
     Case("audit", World.grow_audit, lambda w: "/audit/", TABLE_ROW),
@@ -446,6 +465,13 @@ CASES = [
         "api-runs-agent",
         World.grow_runs,
         lambda w: "/api/v1/runs?agent_id=approver",
+        items(),
+        client="api",
+    ),
+    Case(
+        "api-runs-waiting-tool",
+        World.grow_runs,
+        lambda w: "/api/v1/runs?waiting_tool=write_note&sort=longest_waiting",
         items(),
         client="api",
     ),

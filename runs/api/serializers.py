@@ -10,8 +10,10 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from agents.pricing import cost_text, run_cost_usd
+from runs.api.claims import ClaimantField, ClaimedUntilField
 from runs.models import BackgroundTask, Decision, Message, PendingInput, Run, Thread, Ticket
 from runs.selectors import WAITING_REASONS
+from runs.selectors.waiting import LONGEST_WAITING, LONGEST_WAITING_HELP, MAX_MINUTES, WAITED_HELP
 from runs.services.tickets import decision_json
 
 OUR_DECISION_ACTIONS = ["approve", "edit", "reject", "respond"]
@@ -121,6 +123,15 @@ class RunListQuerySerializer(serializers.Serializer):
         max_length=63,
         help_text="Remote endpoint slug of the run's pinned agent version.",
     )
+    waiting_tool = serializers.CharField(
+        required=False, allow_blank=True, max_length=200, help_text="Waiting on this tool."
+    )
+    waiting_longer_than = serializers.IntegerField(
+        required=False, min_value=0, max_value=MAX_MINUTES, help_text=WAITED_HELP
+    )
+    sort = serializers.ChoiceField(
+        choices=["newest", LONGEST_WAITING], default="newest", help_text=LONGEST_WAITING_HELP
+    )
     cursor = serializers.CharField(
         required=False, allow_blank=True, max_length=400, help_text="next_cursor of a page."
     )
@@ -225,10 +236,18 @@ class TicketListQuerySerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=TICKET_STATUSES, default="pending")
     agent_id = serializers.CharField(required=False, allow_blank=True, max_length=63)
     tool = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    waiting_longer_than = serializers.IntegerField(
+        required=False, min_value=0, max_value=MAX_MINUTES, help_text=WAITED_HELP
+    )
     cursor = serializers.CharField(
         required=False, allow_blank=True, max_length=400, help_text="next_cursor of a page."
     )
     limit = serializers.IntegerField(min_value=1, max_value=500, default=100)
+    who = serializers.ChoiceField(
+        choices=["all", "mine", "unassigned"],
+        default="all",
+        help_text="mine: assigned to you or claimed by you; unassigned: assigned to nobody.",
+    )
 
 
 class AuditQuerySerializer(serializers.Serializer):
@@ -280,6 +299,11 @@ class TicketSerializer(serializers.Serializer):
     default_action = serializers.CharField()
     created_at = serializers.DateTimeField()
     closed_at = serializers.DateTimeField(allow_null=True)
+    claimed_by = ClaimantField(help_text="Username of the operator on it now (null: nobody).")
+    claimed_until = ClaimedUntilField(help_text="When that claim lapses unless renewed.")
+    assigned_to = serializers.CharField(
+        source="assigned_to.username", allow_null=True, read_only=True, help_text="Assignee."
+    )
     decision = serializers.SerializerMethodField()
 
     @extend_schema_field(DecisionSerializer(allow_null=True))

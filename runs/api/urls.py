@@ -20,7 +20,9 @@ from agents.api.views import AgentDetailView, AgentListView
 from common.api.errors import error_body
 
 from .stream import RunEventStreamView
-from .views import audit, inputs, runs, threads, tickets
+from .views import audit, bulk, inputs, runs, saved_views, threads, tickets
+from .views.claims import TicketAssignView, TicketClaimView
+from .views.rules import TicketRuleProposalView
 
 
 # CSRF exempt like every DRF view: it changes nothing, and otherwise a POST from a token
@@ -67,11 +69,21 @@ urlpatterns = [
     path("runs/<str:run_id>/inputs", inputs.RunInputsView.as_view(), name="api-run-inputs"),
     path("runs/<str:run_id>/priority", runs.RunPriorityView.as_view(), name="api-run-priority"),
     path("tickets", tickets.TicketListView.as_view(), name="api-tickets"),
+    path(
+        "tickets/bulk-decision", bulk.BulkDecisionView.as_view(), name="api-tickets-bulk-decision"
+    ),
     path("tickets/<str:ticket_id>", tickets.TicketDetailView.as_view(), name="api-ticket"),
     path(
         "tickets/<str:ticket_id>/decision",
         tickets.TicketDecisionView.as_view(),
         name="api-ticket-decision",
+    ),
+    path("tickets/<str:ticket_id>/claim", TicketClaimView.as_view(), name="api-ticket-claim"),
+    path("tickets/<str:ticket_id>/assign", TicketAssignView.as_view(), name="api-ticket-assign"),
+    path(
+        "tickets/<str:ticket_id>/rule-proposal",
+        TicketRuleProposalView.as_view(),
+        name="api-ticket-rule-proposal",
     ),
     path("threads", threads.ThreadListView.as_view(), name="api-threads"),
     path("threads/<str:thread_id>", threads.ThreadDetailView.as_view(), name="api-thread"),
@@ -101,6 +113,12 @@ urlpatterns = [
         name="api-endpoint-check",
     ),
     path("audit", audit.AuditListView.as_view(), name="api-audit"),
+    path("saved-views", saved_views.SavedViewListView.as_view(), name="api-saved-views"),
+    path(
+        "saved-views/<int:view_id>",
+        saved_views.SavedViewDetailView.as_view(),
+        name="api-saved-view",
+    ),
     path("schema/", read_only(SpectacularAPIView.as_view()), name="api-schema"),
     path(
         "docs/",

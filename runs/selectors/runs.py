@@ -26,6 +26,7 @@ from runs.selectors.base import (
     seq_window,
     uuid_or_none,
 )
+from runs.selectors.waiting import LONGEST_WAITING, longest_waiting_page, runs_waiting
 
 # The waiting reasons (docs/run-model.md), as offered in filters.
 WAITING_REASONS = [reason.value for reason in WaitingReason]
@@ -43,11 +44,19 @@ class RunFilters:
     provider: str = ""
     endpoint: str = ""
     reason: str = ""
+    waiting_tool: str = ""  # waiting on a pending ticket of this tool ...
+    waiting_longer_than: int | None = None  # ... created more than this many minutes ago
+    sort: str = ""  # "" newest first, LONGEST_WAITING (with a waiting filter)
+
+    @property
+    def waiting_filter(self) -> bool:
+        return bool(self.waiting_tool) or self.waiting_longer_than is not None
 
     @property
     def active(self) -> bool:
         return any(
             [
+                self.waiting_filter,
                 self.status,
                 self.waiting_reason,
                 self.agent,
@@ -123,6 +132,11 @@ def run_list(*, filters: RunFilters, cursor: str | None = None, size: int = PAGE
             runs = runs.filter(Q(pk=ident) | Q(thread_id=ident))
         else:
             runs = runs.filter(_threads_saying(term))
+    if filters.waiting_filter:  # see runs.selectors.waiting for the indexes
+        tool, minutes = filters.waiting_tool, filters.waiting_longer_than
+        runs = runs_waiting(runs, tool, minutes)
+        if filters.sort == LONGEST_WAITING:
+            return longest_waiting_page(runs, tool, minutes, cursor, size)
     return keyset_page(runs, cursor, size)
 
 
@@ -287,7 +301,7 @@ def run_open_tickets(run: Run) -> Rows:
     """Oldest first, like the inbox; past RELATED_PAGE the others are decided there."""
     rows = list(
         Ticket.objects.filter(run=run, status=Ticket.Status.PENDING)
-        .select_related("tool_call")
+        .select_related("tool_call", "claimed_by", "assigned_to")
         .order_by("created_at", "pk")[: RELATED_PAGE + 1]
     )
     return Rows(rows[:RELATED_PAGE], more=len(rows) > RELATED_PAGE)

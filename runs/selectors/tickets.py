@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+import datetime as dt
+from typing import Any
+
+from django.db.models import Q, QuerySet
+from django.db.models.functions import Now
+from django.utils import timezone
 
 from agents.models import Agent
 from runs.models import Ticket
 from runs.selectors.base import PAGE_SIZE, Page, agent_id_for_slug, keyset_page
 
 
-def _tickets_for(tickets: QuerySet[Ticket], agent: str, tool: str) -> QuerySet[Ticket]:
-    """The agent and tool filters of the inbox and the tickets API."""
+def _tickets_for(
+    tickets: QuerySet[Ticket], agent: str, tool: str, waiting_longer_than: int | None = None
+) -> QuerySet[Ticket]:
+    """The agent, tool and age filters of the inbox and the tickets API (age: created more
+    than `waiting_longer_than` minutes ago, a bound on the indexes' created_at)."""
+    if waiting_longer_than is not None:
+        cutoff = timezone.now() - dt.timedelta(minutes=waiting_longer_than)
+        tickets = tickets.filter(created_at__lt=cutoff)
     if agent:
         tickets = tickets.filter(agent_id=agent_id_for_slug(agent))
     if tool:
@@ -18,28 +29,80 @@ def _tickets_for(tickets: QuerySet[Ticket], agent: str, tool: str) -> QuerySet[T
     return tickets
 
 
+WHO = ("all", "mine", "unassigned")
+
+
+def _tickets_of(tickets: QuerySet[Ticket], who: str, user: Any) -> QuerySet[Ticket]:
+    """`who`: "mine" (assigned to `user`, or claimed by them and not lapsed: the
+    (assigned_to, created_at, id) index and the claimed_by index), "unassigned"
+    (assigned to nobody, the same index) or anything else for all."""
+    if who == "mine":
+        if user is None or not getattr(user, "is_authenticated", False):
+            return tickets.none()
+        return tickets.filter(Q(assigned_to=user) | Q(claimed_by=user, claimed_until__gt=Now()))
+    if who == "unassigned":
+        return tickets.filter(assigned_to__isnull=True)
+    return tickets
+
+
 def inbox_tickets(
-    *, agent: str = "", tool: str = "", cursor: str | None = None, size: int = PAGE_SIZE
+    *,
+    agent: str = "",
+    tool: str = "",
+    cursor: str | None = None,
+    size: int = PAGE_SIZE,
+    waiting_longer_than: int | None = None,
+    newest_first: bool = False,
+    who: str = "all",
+    user: Any = None,
 ) -> Page:
-    """Pending tickets, oldest first, over the (partial) inbox indexes."""
-    tickets = Ticket.objects.for_operators().select_related("run__agent", "tool_call")
-    return keyset_page(_tickets_for(tickets, agent, tool), cursor, size, oldest_first=True)
+    """Pending tickets, oldest first (or newest first), over the (partial) inbox indexes."""
+    pending = Ticket.objects.for_operators().select_related(
+        "run__agent", "tool_call", "claimed_by", "assigned_to"
+    )
+    tickets = _tickets_of(_tickets_for(pending, agent, tool, waiting_longer_than), who, user)
+    return keyset_page(tickets, cursor, size, oldest_first=not newest_first)
 
 
 def ticket_list(
-    *, status: str, agent: str = "", tool: str = "", cursor: str | None = None, size: int
+    *,
+    status: str,
+    agent: str = "",
+    tool: str = "",
+    cursor: str | None = None,
+    size: int,
+    waiting_longer_than: int | None = None,
+    who: str = "all",
+    user: Any = None,
 ) -> Page:
     """The API's tickets: pending ones as the inbox lists them, closed ones newest first."""
     if status == Ticket.Status.PENDING:
-        return inbox_tickets(agent=agent, tool=tool, cursor=cursor, size=size)
-    tickets = Ticket.objects.filter(status=status).select_related(
-        "run__agent", "tool_call", "decision"
+        return inbox_tickets(
+            agent=agent,
+            tool=tool,
+            cursor=cursor,
+            size=size,
+            waiting_longer_than=waiting_longer_than,
+            who=who,
+            user=user,
+        )
+    closed = Ticket.objects.filter(status=status).select_related(
+        "run__agent", "tool_call", "decision", "claimed_by", "assigned_to"
     )
-    return keyset_page(_tickets_for(tickets, agent, tool), cursor, size)
+    tickets = _tickets_of(_tickets_for(closed, agent, tool, waiting_longer_than), who, user)
+    return keyset_page(tickets, cursor, size)
 
 
-def inbox_count(*, agent: str = "", tool: str = "") -> int:
-    return _tickets_for(Ticket.objects.for_operators(), agent, tool).count()
+def inbox_count(
+    *,
+    agent: str = "",
+    tool: str = "",
+    waiting_longer_than: int | None = None,
+    who: str = "all",
+    user: Any = None,
+) -> int:
+    tickets = _tickets_for(Ticket.objects.for_operators(), agent, tool, waiting_longer_than)
+    return _tickets_of(tickets, who, user).count()
 
 
 def inbox_filter_options() -> tuple[list[str], list[str]]:

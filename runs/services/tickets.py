@@ -207,8 +207,8 @@ def decision_submit_or_repeat(
                 return existing, True
         now = timezone.now()
         won = Ticket.objects.filter(pk=ticket.pk, status=Ticket.Status.PENDING).update(
-            status=Ticket.Status.DECIDED, closed_at=now
-        )
+            status=Ticket.Status.DECIDED, closed_at=now, claimed_by=None, claimed_until=None
+        )  # a decision ends the ticket's claim (runs/services/claims.py)
         if not won:
             return _winner_or_conflict(ticket, decision_id), True
         decision = _record_decision(
@@ -357,7 +357,9 @@ def tickets_close_open(run: Run, now: Any) -> None:
     pending = Ticket.objects.filter(run=run, status=Ticket.Status.PENDING)
     closing = list(pending.values_list("created_at", flat=True))
     if closing:
-        pending.update(status=Ticket.Status.CANCELLED, closed_at=now)
+        pending.update(
+            status=Ticket.Status.CANCELLED, closed_at=now, claimed_by=None, claimed_until=None
+        )
         stats.tickets_closed([(created, run.agent_id) for created in closing], now)
     run.open_tickets = 0
 

@@ -20,10 +20,13 @@ from runs import selectors
 from runs.models import Ticket
 from runs.permissions import DECIDE, VIEW, capabilities, require
 from runs.runtime.types import ToolCallResumeMode
+from runs.selectors.waiting import parse_minutes
+from runs.services.claims import deciders
 from runs.services.tickets import decision_submit
 from runs.templatetags.runs_extras import short_id
 from runs.views.actions import actor_for
 from runs.views.htmx import is_htmx
+from runs.views.saved_views import saved_views_context
 
 BULK_ACTIONS = {"approve": "approved", "reject": "rejected"}
 MAX_BULK = 500
@@ -34,10 +37,19 @@ RESPOND_ONLY = ToolCallResumeMode.USE_DECISION_AS_TOOL_RESULT.value
 class InboxFilters:
     agent: str = ""
     tool: str = ""
+    waiting_longer_than: int | None = None  # minutes
+    sort: str = ""  # "" oldest first, "newest"
+    who: str = ""  # "" all, "mine" (assigned to or claimed by me), "unassigned"
 
     @classmethod
     def from_params(cls, params: QueryDict) -> InboxFilters:
-        return cls(agent=params.get("agent", "").strip(), tool=params.get("tool", "").strip())
+        return cls(
+            agent=params.get("agent", "").strip(),
+            tool=params.get("tool", "").strip(),
+            waiting_longer_than=parse_minutes(params.get("waiting_longer_than")),
+            sort="newest" if params.get("sort") == "newest" else "",
+            who=w if (w := params.get("who", "")) in ("mine", "unassigned") else "",
+        )
 
     @property
     def query(self) -> str:
@@ -46,11 +58,17 @@ class InboxFilters:
             query["agent"] = self.agent
         if self.tool:
             query["tool"] = self.tool
+        if self.waiting_longer_than is not None:
+            query["waiting_longer_than"] = str(self.waiting_longer_than)
+        if self.sort:
+            query["sort"] = self.sort
+        if self.who:
+            query["who"] = self.who
         return query.urlencode()
 
     @property
     def active(self) -> bool:
-        return bool(self.agent or self.tool)
+        return bool(self.agent or self.tool or self.waiting_longer_than is not None or self.who)
 
 
 @dataclass
@@ -94,17 +112,31 @@ INBOX_PAGE = 100
 def _list_context(request: HttpRequest, filters: InboxFilters) -> dict[str, Any]:
     cursor = request.GET.get("cursor") or None
     page = selectors.inbox_tickets(
-        agent=filters.agent, tool=filters.tool, cursor=cursor, size=INBOX_PAGE
+        agent=filters.agent,
+        tool=filters.tool,
+        cursor=cursor,
+        size=INBOX_PAGE,
+        waiting_longer_than=filters.waiting_longer_than,
+        newest_first=filters.sort == "newest",
+        who=filters.who,
+        user=request.user,
     )
     return {
         "tickets": page.items,
         "next_cursor": page.next_cursor,
         "first_page": cursor is None,
-        "waiting": selectors.inbox_count(agent=filters.agent, tool=filters.tool),
+        "waiting": selectors.inbox_count(
+            agent=filters.agent,
+            tool=filters.tool,
+            waiting_longer_than=filters.waiting_longer_than,
+            who=filters.who,
+            user=request.user,
+        ),
         "filters": filters,
         "can": capabilities(request.user),
         "respond_only": RESPOND_ONLY,
         "now": timezone.now(),
+        "deciders": deciders(),  # the assign select's options: read only if shown
     }
 
 
@@ -115,7 +147,13 @@ def _page_context(request: HttpRequest, filters: InboxFilters) -> dict[str, Any]
         agents.append(filters.agent)
     if filters.tool and filters.tool not in tools:
         tools.append(filters.tool)
-    return {**_list_context(request, filters), "nav": "inbox", "agents": agents, "tools": tools}
+    return {
+        **_list_context(request, filters),
+        **saved_views_context(request, "inbox"),
+        "nav": "inbox",
+        "agents": agents,
+        "tools": tools,
+    }
 
 
 def _inbox_url(filters: InboxFilters) -> str:

@@ -12,11 +12,12 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from agents.models import Agent
 from runs import selectors
 from runs.models import DEFAULT_PRIORITY, PendingInput, Run, Ticket
 from runs.permissions import VIEW, capabilities, require
+from runs.selectors.waiting import LONGEST_WAITING, parse_minutes
 from runs.views.control import input_modes, inputs_context
+from runs.views.saved_views import saved_views_context
 
 
 def _when(raw: str) -> dt.datetime | None:
@@ -42,7 +43,11 @@ def run_list(request: HttpRequest) -> HttpResponse:
         provider=params.get("provider", "").strip(),
         endpoint=params.get("endpoint", "").strip(),
         reason=params.get("reason", "").strip(),
+        waiting_tool=params.get("waiting_tool", "").strip(),
+        waiting_longer_than=parse_minutes(params.get("waiting_longer_than")),
+        sort=params.get("sort", "").strip(),
     )
+    agents, tools = selectors.inbox_filter_options()  # one query: agents and their tools
     cursor = params.get("cursor") or None
     page = selectors.run_list(filters=filters, cursor=cursor)
     query = params.copy()
@@ -59,7 +64,10 @@ def run_list(request: HttpRequest) -> HttpResponse:
             "first_page": cursor is None,
             "statuses": Run.Status.values,
             "waiting_reasons": selectors.WAITING_REASONS,
-            "agents": Agent.objects.order_by("slug").values_list("slug", flat=True),
+            "agents": agents,
+            "tools": tools,
+            "longest_waiting": LONGEST_WAITING,
+            **saved_views_context(request, "runs"),
             # set from the dashboard's health panel; kept when the form is resubmitted
             "extra_filters": [
                 (name, value)

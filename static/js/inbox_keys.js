@@ -3,8 +3,9 @@
  *   j / k   move focus between ticket rows (the focused row is marked .selected)
  *   x/space toggle the focused row's checkbox
  *   a / r   approve / reject: the focused row's ticket if nothing is checked (posted to the
- *           bulk endpoint with confirm=1), else open the bulk confirmation (it has the
- *           reason field) for the checked tickets
+ *           bulk endpoint with confirm=1; a ticket someone else has claimed asks first, with
+ *           the row's server-rendered data-claim-confirm), else open the bulk confirmation
+ *           (it has the reason field) for the checked tickets
  *   e       open the run page at the ticket (<run-url>#ticket-<pk>) to edit or answer it
  *   Escape  close the confirmation
  * Focus is re-applied after a live refresh (awaken:refreshed) or a swap of the list.
@@ -72,6 +73,7 @@
     }
     const row = focusedRow();
     if (!row) { return; }
+    if (row.dataset.claimConfirm && !window.confirm(row.dataset.claimConfirm)) { return; }
     window.htmx.ajax("POST", form.getAttribute("action"), {
       source: list(),
       target: "#inbox-list",
@@ -82,6 +84,7 @@
         confirm: "1",
         agent: form.elements.agent ? form.elements.agent.value : "",
         tool: form.elements.tool ? form.elements.tool.value : "",
+        who: form.elements.who ? form.elements.who.value : "",
       },
     });
   }

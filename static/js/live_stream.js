@@ -7,7 +7,9 @@
  *    frame when the run is busy; duplicates (seq <= last) are dropped; reconnects with
  *    jittered backoff from the last seq (at once when the browser comes back online);
  *    token deltas are shown with textContent only; the panels refetch from
- *    data-header-url, data-transcript-url and data-tickets-url.
+ *    data-header-url, data-transcript-url and data-tickets-url. A `run` frame (a change
+ *    with no event: a ticket claimed, released or assigned) refetches the tickets panel,
+ *    unless the operator is editing in it (the next refresh shows the change).
  *  - list pages ([data-live][data-socket-url]): the dashboard socket says which run
  *    changed; the page refetches that run's row (the same partial the page rendered, at
  *    data-row-url with data-row-placeholder replaced by the run id) and, at most once per
@@ -117,6 +119,14 @@
       live.textContent = "";
     }, 150);
 
+    const refreshClaims = debounce(function () {
+      const panel = document.getElementById("run-tickets");
+      const active = document.activeElement;
+      const editing = panel && (panel.querySelector("details[open]") ||
+        (active && panel.contains(active) && /^(INPUT|TEXTAREA|SELECT)$/.test(active.tagName)));
+      if (!editing) { refreshInto("run-tickets", page.dataset.ticketsUrl); }
+    }, 150);
+
     // false on a hole: the socket is closed, and the reconnect replays from lastSeq
     function onEvent(frame, html, socket) {
       if (frame.seq <= lastSeq) { return true; }
@@ -144,6 +154,7 @@
         else if (message.type === "live" && message.event.event_type === "text_delta") {
           live.textContent += message.event.delta;
         }
+        else if (message.type === "run") { refreshClaims(); }
       },
       function (text, down) { conn.textContent = text; conn.classList.toggle("down", down); }
     );

@@ -69,6 +69,10 @@ def test_schema_is_public_and_describes_every_endpoint(client: Client):
         "/api/v1/tickets": {"get"},
         "/api/v1/tickets/{ticket_id}": {"get"},
         "/api/v1/tickets/{ticket_id}/decision": {"post"},
+        "/api/v1/tickets/{ticket_id}/claim": {"post", "delete"},
+        "/api/v1/tickets/{ticket_id}/assign": {"post"},
+        "/api/v1/tickets/{ticket_id}/rule-proposal": {"post"},
+        "/api/v1/tickets/bulk-decision": {"post"},
         "/api/v1/threads": {"get", "post"},
         "/api/v1/threads/{thread_id}": {"get"},
         "/api/v1/threads/{thread_id}/messages": {"get", "post"},
@@ -81,6 +85,8 @@ def test_schema_is_public_and_describes_every_endpoint(client: Client):
         "/api/v1/endpoints/{endpoint_id}": {"get"},
         "/api/v1/endpoints/{endpoint_id}/check": {"post"},
         "/api/v1/audit": {"get"},
+        "/api/v1/saved-views": {"get", "post"},
+        "/api/v1/saved-views/{view_id}": {"delete"},
     }
     assert set(paths) == set(expected)
     for path, methods in expected.items():

@@ -136,6 +136,7 @@ def hostile_world(db, settings):
         "input_id": str(
             input_submit(agent=run.agent, messages="later", thread=run.thread).input.pk
         ),
+        "view_id": "1",  # a saved view's id: any integer (the segments are not integers)
     }
     raw = token_for(User.objects.create_superuser("root", password="pw"), "root")
     return ids, bearer(raw)

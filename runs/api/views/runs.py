@@ -71,6 +71,9 @@ class RunListView(SseView):
             reason=query.get("reason") or "",
             provider=query.get("provider") or "",
             endpoint=query.get("endpoint") or "",
+            waiting_tool=query.get("waiting_tool") or "",
+            waiting_longer_than=query.get("waiting_longer_than"),
+            sort=query["sort"],
         )
         page = selectors.run_list(filters=filters, cursor=cursor, size=query["limit"])
         items = s.RunSummarySerializer(page.items, many=True).data

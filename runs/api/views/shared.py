@@ -88,7 +88,9 @@ def get_ticket(ticket_id: Any) -> Ticket:
 
 
 def tickets_query() -> QuerySet[Ticket]:
-    return Ticket.objects.select_related("run__agent", "tool_call", "decision")
+    return Ticket.objects.select_related(
+        "run__agent", "tool_call", "decision", "claimed_by", "assigned_to"
+    )
 
 
 def run_record_json(run: Run, *, fresh: bool = False) -> dict[str, Any]:

@@ -37,6 +37,9 @@ class TicketListView(ApiView):
             tool=query.get("tool") or "",
             cursor=check_cursor(query.get("cursor"), uuid_pk=True),
             size=query["limit"],
+            waiting_longer_than=query.get("waiting_longer_than"),
+            who=query["who"],
+            user=request.user,
         )
         items = s.TicketSerializer(page.items, many=True).data
         return Response({"items": items, "next_cursor": page.next_cursor})

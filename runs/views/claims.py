@@ -1,0 +1,99 @@
+"""Claim, release and assign a ticket from the approvals inbox or the run page: POST only,
+CSRF protected, the decide permission checked here. An htmx request gets back the panel
+it came from (the inbox list, or the run's tickets panel when the form says
+`from=run`); a plain form post is redirected to that page."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
+from django.views.decorators.http import require_POST
+
+from common.errors import ServiceError
+from runs.models import Ticket
+from runs.permissions import DECIDE, require
+from runs.services.claims import (
+    CLAIM_MINUTES,
+    assignee_named,
+    may_release_any,
+    ticket_assign,
+    ticket_claim,
+    ticket_release,
+)
+from runs.views.actions import actor_for
+from runs.views.detail import PARTIAL_SECTIONS, run_page_context
+from runs.views.htmx import is_htmx
+from runs.views.inbox import InboxFilters, _inbox_url, _list_context
+
+
+def _ticket(ticket_id: Any) -> Ticket:
+    return get_object_or_404(
+        Ticket.objects.select_related("run", "claimed_by", "assigned_to"), pk=ticket_id
+    )
+
+
+@require_POST
+@require(DECIDE, "claim tickets")
+def claim(request: HttpRequest, ticket_id: Any) -> HttpResponse:
+    ticket = _ticket(ticket_id)
+    try:
+        ticket_claim(ticket, actor_for(request))
+    except ServiceError as exc:
+        return _answer(request, ticket, "error", exc.message, exc.status)
+    return _answer(
+        request, ticket, "success", f"You are on {ticket.tool_name} for {CLAIM_MINUTES} min."
+    )
+
+
+@require_POST
+@require(DECIDE, "release tickets")
+def release(request: HttpRequest, ticket_id: Any) -> HttpResponse:
+    ticket = _ticket(ticket_id)
+    try:
+        ticket_release(ticket, actor_for(request), force=may_release_any(request.user))
+    except ServiceError as exc:
+        return _answer(request, ticket, "error", exc.message, exc.status)
+    return _answer(request, ticket, "success", f"Released {ticket.tool_name}.")
+
+
+@require_POST
+@require(DECIDE, "assign tickets")
+def assign(request: HttpRequest, ticket_id: Any) -> HttpResponse:
+    """The assignee is the username in `assignee-<ticket id>` (the inbox row's select,
+    posted with the whole list form) or in `assignee`; empty: nobody."""
+    ticket = _ticket(ticket_id)
+    username = request.POST.get(f"assignee-{ticket.pk}", request.POST.get("assignee", ""))
+    try:
+        assignee = assignee_named(username.strip())
+        ticket_assign(ticket, assignee, actor_for(request))
+    except ServiceError as exc:
+        return _answer(request, ticket, "error", exc.message, exc.status)
+    who = assignee.get_username() if assignee is not None else "nobody"
+    return _answer(request, ticket, "success", f"Assigned {ticket.tool_name} to {who}.")
+
+
+def _answer(
+    request: HttpRequest, ticket: Ticket, level: str, text: str, status: int = 200
+) -> HttpResponse:
+    if request.POST.get("from") == "run":
+        if is_htmx(request):
+            context = run_page_context(request, ticket.run_id, PARTIAL_SECTIONS["run_tickets"])
+            context["flash"] = {"level": level, "text": text}
+            return render(request, "runs/partials/run_tickets.html", context, status=status)
+        messages.add_message(request, messages.ERROR if status >= 400 else messages.SUCCESS, text)
+        return redirect("runs:run-detail", run_id=ticket.run_id)
+    filters = InboxFilters.from_params(request.POST)
+    if is_htmx(request):
+        html = render_to_string(
+            "runs/partials/inbox_list.html", _list_context(request, filters), request=request
+        )
+        if level == "error":  # the list shows the outcome of a success; a refusal is said
+            flash = {"level": level, "text": text}
+            html += render_to_string("runs/partials/claim_flash.html", flash, request=request)
+        return HttpResponse(html, status=status)
+    messages.add_message(request, messages.ERROR if status >= 400 else messages.SUCCESS, text)
+    return redirect(_inbox_url(filters))
