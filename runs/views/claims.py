@@ -27,7 +27,7 @@ from runs.services.claims import (
 from runs.views.actions import actor_for
 from runs.views.detail import PARTIAL_SECTIONS, run_page_context
 from runs.views.htmx import is_htmx
-from runs.views.inbox import InboxFilters, _inbox_url, _list_context
+from runs.views.inbox import InboxFilters, inbox_list_context, inbox_url
 
 
 def _ticket(ticket_id: Any) -> Ticket:
@@ -89,11 +89,11 @@ def _answer(
     filters = InboxFilters.from_params(request.POST)
     if is_htmx(request):
         html = render_to_string(
-            "runs/partials/inbox_list.html", _list_context(request, filters), request=request
+            "runs/partials/inbox_list.html", inbox_list_context(request, filters), request=request
         )
         if level == "error":  # the list shows the outcome of a success; a refusal is said
             flash = {"level": level, "text": text}
             html += render_to_string("runs/partials/claim_flash.html", flash, request=request)
         return HttpResponse(html, status=status)
     messages.add_message(request, messages.ERROR if status >= 400 else messages.SUCCESS, text)
-    return redirect(_inbox_url(filters))
+    return redirect(inbox_url(filters))

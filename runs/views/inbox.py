@@ -109,7 +109,7 @@ class BulkResult:
 INBOX_PAGE = 100
 
 
-def _list_context(request: HttpRequest, filters: InboxFilters) -> dict[str, Any]:
+def inbox_list_context(request: HttpRequest, filters: InboxFilters) -> dict[str, Any]:
     cursor = request.GET.get("cursor") or None
     page = selectors.inbox_tickets(
         agent=filters.agent,
@@ -148,7 +148,7 @@ def _page_context(request: HttpRequest, filters: InboxFilters) -> dict[str, Any]
     if filters.tool and filters.tool not in tools:
         tools.append(filters.tool)
     return {
-        **_list_context(request, filters),
+        **inbox_list_context(request, filters),
         **saved_views_context(request, "inbox"),
         "nav": "inbox",
         "agents": agents,
@@ -156,7 +156,7 @@ def _page_context(request: HttpRequest, filters: InboxFilters) -> dict[str, Any]
     }
 
 
-def _inbox_url(filters: InboxFilters) -> str:
+def inbox_url(filters: InboxFilters) -> str:
     url = reverse("runs:inbox")
     return f"{url}?{filters.query}" if filters.query else url
 
@@ -170,7 +170,7 @@ def inbox(request: HttpRequest) -> HttpResponse:
 @require(VIEW, "view runs")
 def inbox_list(request: HttpRequest) -> HttpResponse:
     filters = InboxFilters.from_params(request.GET)
-    return render(request, "runs/partials/inbox_list.html", _list_context(request, filters))
+    return render(request, "runs/partials/inbox_list.html", inbox_list_context(request, filters))
 
 
 def _selected_ids(request: HttpRequest) -> list[uuid.UUID]:
@@ -190,7 +190,7 @@ def _refusal(request: HttpRequest, filters: InboxFilters, text: str) -> HttpResp
         context = {"level": "error", "text": text}
         return render(request, "runs/partials/flash.html", context, status=400)
     messages.error(request, text)
-    return redirect(_inbox_url(filters))
+    return redirect(inbox_url(filters))
 
 
 @require_POST
@@ -232,11 +232,11 @@ def bulk_decide(request: HttpRequest) -> HttpResponse:
             result.done.append(ticket)
 
     if is_htmx(request):
-        context = {**_list_context(request, filters), "result": result}
+        context = {**inbox_list_context(request, filters), "result": result}
         return render(request, "runs/partials/inbox_list.html", context)
     levels = {"success": messages.SUCCESS, "warning": messages.WARNING, "error": messages.ERROR}
     messages.add_message(request, levels[result.level], result.summary)
-    return redirect(_inbox_url(filters))
+    return redirect(inbox_url(filters))
 
 
 def _confirmation(
