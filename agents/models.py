@@ -233,9 +233,20 @@ class Agent(Configured):
     )
     ticket_default_action = models.CharField(
         max_length=10,
-        choices=[("reject", "reject"), ("approve", "approve")],
+        choices=[("reject", "reject"), ("approve", "approve"), ("respond", "respond")],
         default="reject",
         help_text="Applied by the system when a ticket's deadline passes.",
+    )
+    ticket_default_response = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="The answer the system gives when the default action is respond.",
+    )
+    ticket_warning_seconds = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Warn (notification ticket.deadline_near) this many seconds before a "
+        "ticket's deadline; empty: no warning.",
     )
     delegates = models.ManyToManyField(
         "self",

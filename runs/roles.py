@@ -17,6 +17,8 @@ VIEW = [
     ("runs", "view_pendinginput"),
     ("runs", "view_backgroundtask"),
     ("runs", "view_schedule"),
+    ("runs", "view_notificationchannel"),
+    ("runs", "view_notificationrule"),
     ("common", "view_auditentry"),
     ("agents", "view_agent"),
     ("agents", "view_agentversion"),
@@ -41,9 +43,11 @@ CONFIGURE = [
         ("agents", "modelprovider"),
         ("agents", "remoteendpoint"),
         ("runs", "schedule"),
+        ("runs", "notificationchannel"),
+        ("runs", "notificationrule"),
     ]
     for verb in ("add", "change", "delete")
-] + [("runs", "run_schedule")]
+] + [("runs", "run_schedule"), ("runs", "view_notificationdelivery")]
 
 ROLES: dict[str, list[tuple[str, str]]] = {
     "viewer": VIEW,

@@ -1,6 +1,6 @@
 """The runs app's models: threads, runs and their logs (core), tickets and decisions
-(tickets), run control (control), saved views (teamwork) and the dashboard's counters
-(stats)."""
+(tickets), run control (control), saved views (teamwork), notifications and the
+dashboard's counters (stats)."""
 
 from runs.fields import RowJSONField, uuid7_default  # migrations name them here
 from runs.models.control import BackgroundTask, PendingInput, Schedule
@@ -12,6 +12,13 @@ from runs.models.core import (
     RunEvent,
     Thread,
     ToolCall,
+)
+from runs.models.notifications import (
+    NotificationChannel,
+    NotificationDelivery,
+    NotificationEvent,
+    NotificationRule,
+    NotificationSubscription,
 )
 from runs.models.stats import HourlyStat
 from runs.models.teamwork import SavedView
@@ -25,6 +32,11 @@ __all__ = [
     "Decision",
     "HourlyStat",
     "Message",
+    "NotificationChannel",
+    "NotificationDelivery",
+    "NotificationEvent",
+    "NotificationRule",
+    "NotificationSubscription",
     "PendingInput",
     "RowJSONField",
     "Run",

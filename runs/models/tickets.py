@@ -68,6 +68,15 @@ class Ticket(models.Model):
     default_action = models.CharField(
         max_length=10, default="reject", help_text="Applied at the deadline."
     )
+    default_payload = models.JSONField(
+        null=True, blank=True, help_text="The answer given when the default action is respond."
+    )
+    warn_at = models.DateTimeField(
+        null=True, blank=True, help_text="When operators are warned that the deadline nears."
+    )
+    warned_at = models.DateTimeField(
+        null=True, blank=True, help_text="When that warning was queued."
+    )
     created_at = models.DateTimeField(default=timezone.now, help_text="When the run suspended.")
     closed_at = models.DateTimeField(null=True, blank=True, help_text="Decided or cancelled at.")
     claimed_by = models.ForeignKey(
@@ -107,6 +116,11 @@ class Ticket(models.Model):
                 fields=["tool_name", "created_at", "id"],
                 condition=models.Q(status="pending"),
                 name="ticket_inbox_tool_idx",
+            ),
+            models.Index(
+                fields=["warn_at"],
+                condition=models.Q(status="pending", warned_at__isnull=True),
+                name="ticket_warn_due_idx",
             ),
             models.Index(
                 fields=["assigned_to", "created_at", "id"],

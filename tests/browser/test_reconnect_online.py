@@ -10,10 +10,11 @@ from tests.browser.helpers import login, start_run
 from tests.browser.test_operator_flows import pending_ticket
 from tests.factories import user_with_role
 
-# While `__offline`, the page's sockets go to a websocket path the server routes nowhere
-# (on the page's own host, which the Content-Security-Policy allows): each attempt fails
-# at once, as it does without a network, and is counted. `__liveSocket` is the last socket
-# opened while online, for the test to drop (the site's script exposes none).
+# While `__offline`, the page's sockets are stand-ins that fail a moment after they are
+# made, as a socket does without a network, and are counted; nothing goes to the network,
+# so a loaded machine cannot leave one of them hanging in its handshake. `__liveSocket` is
+# the last real socket opened while online, for the test to drop (the site's script
+# exposes none).
 OFFLINE_SOCKETS = """(() => {
   const Real = window.WebSocket;
   window.__offline = false;
@@ -27,13 +28,20 @@ OFFLINE_SOCKETS = """(() => {
   });
   window.WebSocket = class extends Real {
     constructor(url, protocols) {
-      const offline = window.__offline;
-      if (!offline && window.__onlineAt !== null && window.__reconnectAt === null) {
+      if (window.__offline) {
+        const failing = { readyState: 0, send() {}, close() {} };
+        setTimeout(() => {
+          failing.readyState = 3;
+          window.__failed++;
+          if (failing.onclose) { failing.onclose({ code: 1006, reason: "" }); }
+        }, 20);
+        return failing;
+      }
+      if (window.__onlineAt !== null && window.__reconnectAt === null) {
         window.__reconnectAt = performance.now();
       }
-      super(offline ? new URL("/ws/offline/", url).href : url, protocols);
-      if (offline) { this.addEventListener("close", () => { window.__failed++; }); }
-      else { window.__liveSocket = this; }
+      super(url, protocols);
+      window.__liveSocket = this;
     }
   };
 })();"""
@@ -54,7 +62,6 @@ def test_the_stream_reconnects_at_once_when_the_browser_is_back_online(new_page)
     page.context.set_offline(True)
     page.evaluate("window.__offline = true; window.__liveSocket.close()")
     # four failed attempts: the next one is planned 3.2 to 6.4 s later
-    # (each failure is quick, but a loaded machine delays the browser's close events)
     # a function, not an expression: Playwright would eval() an expression, which the
     # page's Content-Security-Policy forbids
     page.wait_for_function("() => window.__failed >= 4", polling=50, timeout=45_000)
