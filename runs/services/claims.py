@@ -166,6 +166,11 @@ def _announce(ticket: Ticket) -> None:
     transaction.on_commit(lambda: broadcast_run_changed(run.pk, summary))
 
 
+def _claim_before(row: dict[str, Any]) -> dict[str, Any]:
+    """The audit's `before` of a claim change, from the row `_claim_row` read."""
+    return {"claimed_by": row["claimed_by__username"], "claimed_until": row["claimed_until"]}
+
+
 def _claim_json(ticket: Ticket) -> dict[str, Any]:
     return {
         "claimed_by": ticket.claimed_by.get_username() if ticket.claimed_by else None,
@@ -215,10 +220,7 @@ def ticket_claim(ticket: Ticket, actor: Actor, minutes: int = CLAIM_MINUTES) -> 
             target_type="ticket",
             target_id=ticket.pk,
             run=fresh.run,
-            before={
-                "claimed_by": before["claimed_by__username"],
-                "claimed_until": before["claimed_until"],
-            },
+            before=_claim_before(before),
             after=_claim_json(fresh),
             comment=f"{'renewed' if renewed else 'claimed'} for {minutes} min",
         )
@@ -252,10 +254,7 @@ def ticket_release(ticket: Ticket, actor: Actor, *, force: bool = False) -> Tick
             target_type="ticket",
             target_id=ticket.pk,
             run=fresh.run,
-            before={
-                "claimed_by": before["claimed_by__username"],
-                "claimed_until": before["claimed_until"],
-            },
+            before=_claim_before(before),
             after={"claimed_by": None, "claimed_until": None},
             comment="" if before["claimed_by_id"] == getattr(user, "pk", None) else "forced",
         )

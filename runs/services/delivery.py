@@ -12,13 +12,18 @@ from common.audit import Actor
 from runs.models import PendingInput, Run, Thread
 from runs.runtime import events as ev
 from runs.runtime import types as rt
-from runs.services.creation import normalize_input_messages, run_create, thread_open_run
+from runs.services.creation import run_create, thread_open_run
 
 SubmissionEvents = Callable[[Run, list[str]], list[dict[str, Any]]]
 
 
 def messages_json(messages: list[rt.Message]) -> list[dict[str, Any]]:
     return [{"role": m.role.value, "content": m.content} for m in messages]
+
+
+def messages_from_json(stored: list[dict[str, Any]]) -> list[rt.Message]:
+    """The inverse of `messages_json`, for input validated when it was accepted."""
+    return [rt.Message(role=rt.Role(m["role"]), content=list(m["content"])) for m in stored]
 
 
 def mark_delivered(input_: PendingInput, run: Run, boundary: str, message_ids: list[str]) -> None:
@@ -92,7 +97,7 @@ def thread_start_next(thread_id: Any) -> Run | None:
     return run_create(
         thread,
         input_.agent,
-        normalize_input_messages(input_.messages),
+        messages_from_json(input_.messages),
         actor,
         priority=input_.priority,
         submission_events=delivery_events(input_, PendingInput.Boundary.NEW_RUN),

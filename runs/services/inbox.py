@@ -18,7 +18,7 @@ from runs.models import BackgroundTask, Message, PendingInput, Run, Thread
 from runs.runtime import types as rt
 from runs.runtime.background import AWAITING_TASKS
 from runs.runtime.ports import BackgroundResult, BackgroundStart, VersionConflictError
-from runs.services.delivery import delivered_event, mark_delivered
+from runs.services.delivery import delivered_event, mark_delivered, messages_from_json
 from runs.services.dispatch import enqueue_task_on_commit, run_dispatch
 from runs.services.events import events_append
 
@@ -41,9 +41,7 @@ def steer_deliver(run: Run, message_count: int) -> list[rt.Message]:
     delivered: list[rt.Message] = []
     per_input: list[tuple[PendingInput, list[rt.Message]]] = []
     for input_ in inputs:
-        messages = [
-            rt.Message(role=rt.Role(m["role"]), content=list(m["content"])) for m in input_.messages
-        ]
+        messages = messages_from_json(input_.messages)
         per_input.append((input_, messages))
         delivered.extend(messages)
     updated = Thread.objects.filter(pk=run.thread_id, message_count=message_count).update(
