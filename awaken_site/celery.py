@@ -22,6 +22,7 @@ from celery.signals import (
     worker_before_create_process,
     worker_init,
     worker_process_init,
+    worker_process_shutdown,
 )
 from django.conf import settings
 from django.db import close_old_connections, connections
@@ -56,6 +57,8 @@ def preload_for_tasks(**kwargs: object) -> None:
     # The channel layer (live events) is built at a run's first broadcast; its backend
     # module (channels_redis, redis' asyncio client) is the bulk of that.
     import_string(str(settings.CHANNEL_LAYERS["default"]["BACKEND"]))
+    if settings.AWAKEN_METRICS_ADDR:  # this host's series, for Prometheus (docs/metrics.md)
+        import_string("runs.metrics.serve_worker_metrics")(settings.AWAKEN_METRICS_ADDR)
 
 
 @worker_before_create_process.connect
@@ -84,6 +87,14 @@ def forget_inherited_database_connections(**kwargs: object) -> None:
         conn.connection = None
     # Django keeps the pools in one class-level dict per process, keyed by alias.
     getattr(DatabaseWrapper, "_connection_pools", {}).clear()
+
+
+@worker_process_shutdown.connect
+def metrics_process_exited(pid: int | None = None, **kwargs: object) -> None:
+    """A prefork child exits: its live gauges stop counting in the host's metrics
+    (runs.metrics; loaded by name: prometheus-client must be imported after the settings,
+    which set its multiprocess directory, and this module is imported before them)."""
+    import_string("runs.metrics.process_exited")(pid)
 
 
 @task_postrun.connect

@@ -4,6 +4,7 @@ inside the serving process. Set DATABASE_URL and REDIS_URL for the distributed m
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import dj_database_url
@@ -206,6 +207,13 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 1.0,
         "options": {"expires": 5.0},
     },
+    # Notifications (docs/notifications.md): the outbox is drained after each event
+    # commits; this tick sends the retries that have come due.
+    "runs-notifications": {
+        "task": "runs.deliver_notifications",
+        "schedule": 2.0,
+        "options": {"expires": 10.0},
+    },
 }
 AWAKEN_HTTP_GET_ALLOW_PRIVATE = env_bool("AWAKEN_HTTP_GET_ALLOW_PRIVATE", False)
 AWAKEN_HTTP_GET_TIMEOUT = env_float("AWAKEN_HTTP_GET_TIMEOUT", 10.0, minimum=0.1)
@@ -216,6 +224,43 @@ AWAKEN_HTTP_GET_MAX_BYTES = env_int("AWAKEN_HTTP_GET_MAX_BYTES", 200_000, minimu
 AWAKEN_ENCRYPTION_KEYS = env_list("AWAKEN_ENCRYPTION_KEYS", [])
 # Remote A2A endpoints on private, loopback or link-local addresses (tests, on-prem agents).
 AWAKEN_ENDPOINTS_ALLOW_PRIVATE = env_bool("AWAKEN_ENDPOINTS_ALLOW_PRIVATE", False)
+# Notifications (docs/notifications.md): a failed delivery is retried after
+# base * 2^(attempt-1) seconds (capped at max, with jitter) until it has had MAX_ATTEMPTS;
+# webhook targets on private, loopback or link-local addresses only with ALLOW_PRIVATE.
+AWAKEN_NOTIFY_MAX_ATTEMPTS = env_int("AWAKEN_NOTIFY_MAX_ATTEMPTS", 20, minimum=1)
+AWAKEN_NOTIFY_RETRY_BASE_SECONDS = env_float("AWAKEN_NOTIFY_RETRY_BASE_SECONDS", 10.0, minimum=0.1)
+AWAKEN_NOTIFY_RETRY_MAX_SECONDS = env_float("AWAKEN_NOTIFY_RETRY_MAX_SECONDS", 3600.0, minimum=0.1)
+# A keyboard approval or rejection in the inbox waits this many seconds for an undo
+# before it is sent (at most 60; 0 sends it at once).
+AWAKEN_KEY_UNDO_SECONDS = env_float("AWAKEN_KEY_UNDO_SECONDS", 5.0, minimum=0.0)
+AWAKEN_NOTIFY_TIMEOUT = env_float("AWAKEN_NOTIFY_TIMEOUT", 10.0, minimum=0.1)
+AWAKEN_NOTIFY_ALLOW_PRIVATE = env_bool("AWAKEN_NOTIFY_ALLOW_PRIVATE", False)
+# How long a process trusts that no rule or subscription exists (opening a ticket then
+# costs no query); 0 asks every time. Changes made in this process apply at once.
+AWAKEN_NOTIFY_ROUTES_CACHE_SECONDS = env_float(
+    "AWAKEN_NOTIFY_ROUTES_CACHE_SECONDS", 5.0, minimum=0.0
+)
+# The site's address as operators reach it, for links in notifications (no trailing /).
+AWAKEN_PUBLIC_URL = env_str("AWAKEN_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
+# Prometheus metrics (docs/metrics.md). /metrics wants `Authorization: Bearer <token>`
+# when AWAKEN_METRICS_TOKEN is set; without one it is a 404 unless AWAKEN_METRICS_PUBLIC.
+AWAKEN_METRICS_TOKEN = env_str("AWAKEN_METRICS_TOKEN", "")
+AWAKEN_METRICS_PUBLIC = env_bool("AWAKEN_METRICS_PUBLIC", False)
+# The database gauges are read at most once per this many seconds per process.
+AWAKEN_METRICS_CACHE_SECONDS = env_float("AWAKEN_METRICS_CACHE_SECONDS", 5.0, minimum=0.0)
+# host:port on which a Celery worker's main process also serves its host's series.
+AWAKEN_METRICS_ADDR = env_str("AWAKEN_METRICS_ADDR", "")
+# Several processes (Celery prefork children, daphne processes) move the same series:
+# prometheus-client sums them from files in one directory per host, which it must know
+# before it is first imported, so this sets PROMETHEUS_MULTIPROC_DIR for the process.
+# Distributed mode: under VAR_DIR by default; embedded: one process, no directory.
+AWAKEN_METRICS_DIR = env_str("PROMETHEUS_MULTIPROC_DIR") or env_str(
+    "AWAKEN_METRICS_DIR",
+    "" if CELERY_BROKER_URL.startswith("memory://") else str(VAR_DIR / "prometheus"),
+)
+if AWAKEN_METRICS_DIR:
+    Path(AWAKEN_METRICS_DIR).mkdir(parents=True, exist_ok=True)
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = AWAKEN_METRICS_DIR
 
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "awaken-ops@localhost")
@@ -320,6 +365,9 @@ AWAKEN_TOKEN_CACHE_SECONDS = env_float("AWAKEN_TOKEN_CACHE_SECONDS", 5.0, minimu
 # The dashboard's live figures are computed at most once per this many seconds per
 # process, however many dashboards are open (each refreshes when runs change). 0: always.
 AWAKEN_DASHBOARD_CACHE_SECONDS = env_float("AWAKEN_DASHBOARD_CACHE_SECONDS", 2.0, minimum=0.0)
+# Most rows a CSV export (the runs list, the audit log) writes; a longer one stops there
+# and ends with a "# truncated" row (docs/exports.md).
+AWAKEN_EXPORT_MAX_ROWS = env_int("AWAKEN_EXPORT_MAX_ROWS", 100_000, minimum=1)
 API_THROTTLE_RATE = env_str("API_THROTTLE_RATE", "600/min")
 if not re.fullmatch(r"\d+/(s|sec|m|min|h|hour|d|day)", API_THROTTLE_RATE):
     raise ImproperlyConfigured(

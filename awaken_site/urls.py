@@ -11,6 +11,7 @@ from django.templatetags.static import static
 from django.urls import include, path, re_path
 
 from runs.api.health import readiness
+from runs.views.metrics import metrics_view
 
 
 @login_not_required
@@ -51,6 +52,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
+    path("metrics", metrics_view, name="metrics"),
     path("api/v1/", include("runs.api.urls")),
     path("", include("runs.urls")),
 ]

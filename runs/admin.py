@@ -11,7 +11,7 @@ from django.db import connections
 from django.utils.functional import cached_property
 
 from common.models import AuditEntry
-from runs import admin_schedules  # noqa: F401  (registers the schedules' admin)
+from runs import admin_notifications, admin_schedules  # noqa: F401  (register their admins)
 from runs.models import Decision, Message, Run, RunEvent, Thread, Ticket, ToolCall
 
 

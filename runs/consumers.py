@@ -25,7 +25,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from channels.layers import get_channel_layer
 from django.template.loader import render_to_string
 
-from runs import fanout
+from runs import fanout, metrics
 from runs import permissions as perms
 from runs.models import Run, RunEvent
 from runs.realtime import DASHBOARD_GROUP, render_event_row, run_group
@@ -78,6 +78,7 @@ class RunStreamConsumer(fanout.Follower, AsyncJsonWebsocketConsumer):
     run_id: str
     last_sent = 0
     group: str | None = None
+    counted = False  # in the websocket clients gauge (runs.metrics)
     hub: fanout.Hub | None = None
     # True while the socket reads the log (replay, a gap, a resync): the hub's frames
     # wait in `held` meanwhile, so that only one task sends to the socket at a time.
@@ -105,6 +106,7 @@ class RunStreamConsumer(fanout.Follower, AsyncJsonWebsocketConsumer):
         except ValueError:
             self.last_sent = 0
         self.group = run_group(self.run_id)
+        self.counted = metrics.websocket_opened("run")
         self.hub = _hub()
         if self.hub is not None:
             await self.hub.subscribe(self.group, self)  # before reading the log
@@ -117,6 +119,9 @@ class RunStreamConsumer(fanout.Follower, AsyncJsonWebsocketConsumer):
             raise
 
     async def disconnect(self, code: int) -> None:
+        if self.counted:
+            self.counted = False
+            metrics.websocket_closed("run")
         if self.hub is not None and self.group is not None:
             self.hub.unsubscribe(self.group, self)
         if self.catching_up is not None:
@@ -265,6 +270,7 @@ class DashboardConsumer(fanout.Follower, AsyncJsonWebsocketConsumer):
     channel_layer_alias = None  # the hub delivers (see RunStreamConsumer)
     hub: fanout.Hub | None = None
     figures: DashboardFigures | None = None
+    counted = False  # in the websocket clients gauge (runs.metrics)
 
     async def connect(self) -> None:
         await self.accept()
@@ -275,6 +281,7 @@ class DashboardConsumer(fanout.Follower, AsyncJsonWebsocketConsumer):
         if not await database_sync_to_async(user.has_perm)(perms.VIEW):
             await self.close(code=CLOSE_FORBIDDEN)
             return
+        self.counted = metrics.websocket_opened("dashboard")
         self.hub = _hub()
         if self.hub is not None:
             await self.hub.subscribe(DASHBOARD_GROUP, self)
@@ -285,6 +292,9 @@ class DashboardConsumer(fanout.Follower, AsyncJsonWebsocketConsumer):
         await self.send_json({"type": "ready"})
 
     async def disconnect(self, code: int) -> None:
+        if self.counted:
+            self.counted = False
+            metrics.websocket_closed("dashboard")
         if self.hub is not None:
             self.hub.unsubscribe(DASHBOARD_GROUP, self)
         if self.figures is not None:

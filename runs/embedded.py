@@ -1,6 +1,6 @@
-"""The embedded default: a Celery worker on the in-memory broker, a sweep thread and the
-schedules' one-second tick, all inside the current process (`manage.py serve`,
-`run_agent`, `decide`)."""
+"""The embedded default: a Celery worker on the in-memory broker, a sweep thread, the
+schedules' one-second tick and the notifications' retry tick, all inside the current
+process (`manage.py serve`, `run_agent`, `decide`)."""
 
 from __future__ import annotations
 
@@ -15,11 +15,13 @@ from django.conf import settings
 from django.db import connection
 
 from runs.services.execution import runs_sweep
+from runs.services.notifications import notifications_drain
 from runs.services.schedules import TICK_SECONDS, schedules_fire_due
 
 logger = logging.getLogger(__name__)
 _lock = threading.Lock()
 _running: EmbeddedWorker | None = None
+NOTIFY_TICK_SECONDS = 2.0  # as `celery beat` sends it in the distributed mode
 
 
 def _every(seconds: float, work: Callable[[], object], what: str, stop: threading.Event) -> None:
@@ -62,6 +64,8 @@ class EmbeddedWorker:
             _ticker("sweep", settings.AWAKEN_SWEEP_SECONDS, runs_sweep, self._stop),
             # the schedules' tick (what `celery beat` sends in the distributed mode)
             _ticker("schedules", TICK_SECONDS, schedules_fire_due, self._stop),
+            # the notifications' retries (kicks after each event go through the worker)
+            _ticker("notifications", NOTIFY_TICK_SECONDS, notifications_drain, self._stop),
         ]
 
     def start(self) -> None:

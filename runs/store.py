@@ -18,14 +18,17 @@ from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
 from agents.selectors import agent_version_by_id
+from agents.services.permissions import ticket_escalation
 from common.jsonsafe import without_nul
+from runs import metrics
 from runs.message_rows import message_from_row, message_to_row
-from runs.models import Message, Run, Thread, Ticket, ToolCall
+from runs.models import Message, NotificationEvent, Run, Thread, Ticket, ToolCall
 from runs.realtime import broadcast_live
 from runs.runtime import types as rt
 from runs.runtime.background import BACKGROUND_KEY
 from runs.runtime.events import DELTA_EVENT_TYPES, Event
 from runs.runtime.ports import Checkpoint, LeaseLostError, VersionConflictError
+from runs.runtime.tool_batch import PERMISSION_ACTION
 from runs.services import stats
 from runs.services.delivery import thread_deliver_next
 from runs.services.events import (
@@ -40,6 +43,7 @@ from runs.services.inbox import (
     steer_deliver,
     wake_if_work_finished,
 )
+from runs.services.notifications import notify_run_finished, notify_tickets
 
 
 def _ts(value: dt.datetime | None) -> int | None:
@@ -211,6 +215,14 @@ class OrmCheckpointStore:
             if finishing:
                 if run.finished_at == now:  # it was not done before
                     stats.run_finished(run)
+                    notify_run_finished(run, checkpoint.record.error_payload)
+                    metrics.run_finished(
+                        checkpoint.record.agent_id,
+                        run.status,
+                        run.status_reason,
+                        _dt(checkpoint.record.started_at) or run.created_at,
+                        now,
+                    )
                 state = checkpoint.record.state
                 if state is not None and state.extensions.get(BACKGROUND_KEY):
                     background_cancel(run, now)  # its unfinished work ends with it
@@ -329,7 +341,6 @@ class OrmCheckpointStore:
             ).values_list("ticket_id", flat=True)
         )
         messages = _suspension_messages(checkpoint.events)
-        deadline = ticket_deadline(run, now)
         opened = Ticket.objects.bulk_create(
             [
                 Ticket(
@@ -343,7 +354,7 @@ class OrmCheckpointStore:
                     reason=state.suspension_reason or "",
                     message=messages.get(state.call_id) or _question(state.arguments),
                     created_at=now,
-                    **deadline,
+                    **ticket_deadline(run, state, now),
                 )
                 for state in suspended
                 if state.ticket_id not in already
@@ -351,6 +362,7 @@ class OrmCheckpointStore:
         )
         if opened:
             Run.objects.filter(pk=run.pk).update(open_tickets=F("open_tickets") + len(opened))
+            notify_tickets(opened, NotificationEvent.TICKET_OPENED)
 
 
 TOOL_CALL_FIELDS = (
@@ -365,15 +377,29 @@ TOOL_CALL_FIELDS = (
 )
 
 
-def ticket_deadline(run: Run, now: dt.datetime) -> dict[str, Any]:
+def ticket_deadline(run: Run, state: rt.ToolCallState, now: dt.datetime) -> dict[str, Any]:
+    """The deadline, default action (and its answer) and warning time of the ticket `state`
+    opens: from the ask rule that made the call wait when that rule has its own, else from
+    the agent's version (cached), else none."""
     spec = agent_version_by_id(run.agent_version_id).spec if run.agent_version_id else {}
-    seconds = spec.get("ticket_deadline_seconds")
-    if not seconds:
+    escalation = ticket_escalation(
+        spec,
+        state.tool_name,
+        state.arguments,
+        permission_ticket=state.suspension_reason == PERMISSION_ACTION,
+    )
+    if escalation is None:
         return {}
-    return {
-        "deadline_at": now + dt.timedelta(seconds=float(seconds)),
-        "default_action": spec.get("ticket_default_action") or "reject",
+    deadline = now + dt.timedelta(seconds=escalation.deadline_seconds)
+    respond = escalation.default_action == "respond"
+    fields: dict[str, Any] = {
+        "deadline_at": deadline,
+        "default_action": escalation.default_action,
+        "default_payload": without_nul(escalation.default_response) if respond else None,
     }
+    if escalation.warning_seconds:
+        fields["warn_at"] = deadline - dt.timedelta(seconds=escalation.warning_seconds)
+    return fields
 
 
 def _question(arguments: Any) -> str:
@@ -395,11 +421,14 @@ def _suspension_messages(events: list[Event]) -> dict[str, str]:
 
 class OrmLiveSink:
     """Forwards token deltas to the run's group as they stream; everything else is
-    broadcast from the database log when its checkpoint commits."""
+    broadcast from the database log when its checkpoint commits. It also times the
+    activation's steps, inference and tool calls for the metrics (runs.metrics)."""
 
-    def __init__(self, run_id: Any) -> None:
+    def __init__(self, run_id: Any, agent: str = "") -> None:
         self.run_id = run_id
+        self.timer = metrics.ActivationTimer(agent)
 
     def emit(self, event: Event) -> None:
+        self.timer.observe(event)
         if event["event_type"] in DELTA_EVENT_TYPES:
             broadcast_live(self.run_id, event)

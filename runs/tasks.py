@@ -10,6 +10,7 @@ from django.conf import settings
 
 from runs.services.background import background_execute
 from runs.services.execution import run_advance, runs_sweep
+from runs.services.notifications import notifications_drain
 from runs.services.remote import run_abort_remote
 from runs.services.retention import prune_runs
 from runs.services.schedules import schedules_fire_due
@@ -50,6 +51,13 @@ def prune_old_runs() -> dict[str, Any] | None:
 def fire_schedules() -> dict[str, int]:
     """The schedules' one-second tick (beat): fire every slot that has come, each once."""
     return schedules_fire_due()
+
+
+@shared_task(name="runs.deliver_notifications", ignore_result=True)
+def deliver_notifications() -> dict[str, int]:
+    """Send the due notifications (kicked after an event commits, ticked by beat); safe
+    to run concurrently: each delivery is taken under a lease."""
+    return notifications_drain()
 
 
 @shared_task(name="runs.run_background_task", acks_late=True, ignore_result=True)

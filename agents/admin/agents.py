@@ -1,5 +1,6 @@
-"""Admin for agents: the draft's form (validated), validate / publish, version history with
-diffs and restore, and the permission rules editor with its preview."""
+"""Admin for agents: the draft's form (validated; its forms are in `agent_forms`), validate /
+publish, version history with diffs and restore, and the permission rules editor with its
+preview."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import Max
@@ -18,6 +18,14 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.views.decorators.http import require_http_methods
 
+from agents.admin.agent_forms import (
+    AgentAdminForm,
+    DefaultBehaviorForm,
+    PreviewForm,
+    RuleFormSet,
+    rules_from_formset,
+    rules_initial,
+)
 from agents.admin.base import AuditedAdmin
 from agents.errors import AgentConfigInvalid
 from agents.models import Agent, Note
@@ -34,57 +42,10 @@ from agents.services.agents import (
     agent_publish_errors,
     agent_restore,
     agent_spec,
-    agent_validate,
     spec_normalized,
 )
 from agents.services.permissions import permission_preview
 from common.errors import ServiceError
-from common.jsonsafe import json_loads
-from runs.runtime.permissions import Behavior, PatternError, ToolPattern
-
-MAX_PREVIEW_ARGUMENTS = 20_000
-
-# -- the draft's form ----------------------------------------------------------------------
-
-
-class AgentAdminForm(forms.ModelForm):
-    """Refuses every invalid configuration with a message on the field to fix."""
-
-    class Meta:
-        model = Agent
-        fields = (
-            "slug",
-            "name",
-            "description",
-            "model",
-            "endpoint",
-            "system_prompt",
-            "tools",
-            "permission",
-            "max_rounds",
-            "stop_conditions",
-            "ticket_deadline_seconds",
-            "ticket_default_action",
-            "delegates",
-        )
-
-    def clean(self) -> dict[str, Any]:
-        cleaned = super().clean() or {}
-        concrete = Agent._meta.concrete_fields
-        candidate = Agent(**{f.attname: getattr(self.instance, f.attname) for f in concrete})
-        candidate._state.adding = self.instance._state.adding
-        for name, value in cleaned.items():
-            if name in {f.name for f in concrete}:
-                setattr(candidate, name, value)
-        if "delegates" in self.fields and "delegates" not in cleaned:
-            return cleaned  # the delegates field has its own error already
-        delegates = list(cleaned.get("delegates") or []) if "delegates" in self.fields else None
-        for field, message in agent_validate(candidate, delegates=delegates).items():
-            if field in self.errors:
-                continue  # that field's own error says more
-            self.add_error(field if field in self.fields else None, message)
-        return cleaned
-
 
 # -- version diffs -------------------------------------------------------------------------
 
@@ -123,95 +84,6 @@ def spec_diff(before: dict[str, Any] | None, after: dict[str, Any]) -> list[Fiel
             lines.append((kind, line))
         diffs.append(FieldDiff(field, old_text, new_text, lines))
     return diffs
-
-
-# -- the permission rules editor -----------------------------------------------------------
-
-
-BEHAVIORS = [(b.value, b.value) for b in Behavior]
-
-
-class RuleForm(forms.Form):
-    tool = forms.CharField(
-        max_length=500,
-        required=True,
-        widget=forms.TextInput(attrs={"size": 50}),
-        help_text='e.g. write_note, file_*, Bash(npm *), Bash(command =~ "(?i)rm")',
-    )
-    behavior = forms.ChoiceField(choices=[("", "—"), *BEHAVIORS])
-    scope = forms.CharField(widget=forms.HiddenInput, required=False)
-
-    def clean_tool(self) -> str:
-        tool = str(self.cleaned_data["tool"]).strip()
-        try:
-            ToolPattern.parse(tool)
-        except PatternError as exc:
-            raise forms.ValidationError(f"{exc}; fix the pattern.") from exc
-        return tool
-
-
-RuleFormSet = forms.formset_factory(RuleForm, extra=2, can_delete=True, can_order=True)
-
-
-class DefaultBehaviorForm(forms.Form):
-    default_behavior = forms.ChoiceField(
-        choices=BEHAVIORS, help_text="What happens when no rule matches a call."
-    )
-
-
-class PreviewForm(forms.Form):
-    tool = forms.CharField(max_length=200, label="Tool name")
-    arguments = forms.CharField(
-        required=False,
-        label="Arguments (JSON object)",
-        widget=forms.Textarea(attrs={"rows": 4, "cols": 60}),
-        max_length=MAX_PREVIEW_ARGUMENTS,
-    )
-
-    def clean_arguments(self) -> dict[str, Any]:
-        raw = (self.cleaned_data.get("arguments") or "").strip() or "{}"
-        try:
-            value = json_loads(raw)
-        except ValueError as exc:  # not JSON, or nested too deeply
-            raise forms.ValidationError(
-                f'Arguments must be a JSON object, e.g. {{"command": "ls"}}: {exc}'
-            ) from exc
-        if not isinstance(value, dict):
-            raise forms.ValidationError('Arguments must be a JSON object, e.g. {"command": "ls"}.')
-        return value
-
-
-def _rules_from_formset(formset: Any) -> list[dict[str, Any]]:
-    rows = []
-    for index, form in enumerate(formset.forms):
-        data = form.cleaned_data
-        if not data or data.get("DELETE") or not data.get("tool"):
-            continue
-        order = data.get("ORDER")
-        rows.append((order if order is not None else 10_000 + index, index, data))
-    rules = []
-    for _, _, data in sorted(rows, key=lambda row: (row[0], row[1])):
-        rule = {"tool": data["tool"], "behavior": data["behavior"]}
-        if data.get("scope") and data["scope"] != "project":
-            rule["scope"] = data["scope"]
-        rules.append(rule)
-    return rules
-
-
-def _rules_initial(permission: Any) -> list[dict[str, Any]]:
-    rules = (permission or {}).get("rules") if isinstance(permission, dict) else None
-    initial = []
-    for position, rule in enumerate(rules or [], start=1):
-        if isinstance(rule, dict):
-            initial.append(
-                {
-                    "tool": rule.get("tool", ""),
-                    "behavior": rule.get("behavior", "ask"),
-                    "scope": rule.get("scope", ""),
-                    "ORDER": position,
-                }
-            )
-    return initial
 
 
 # -- the admin -----------------------------------------------------------------------------
@@ -446,7 +318,7 @@ class AgentAdmin(AuditedAdmin):
             if formset.is_valid() and default_form.is_valid():
                 new = {
                     "default_behavior": default_form.cleaned_data["default_behavior"],
-                    "rules": _rules_from_formset(formset),
+                    "rules": rules_from_formset(formset),
                 }
                 try:
                     agent_permission_update(agent=agent, permission=new, actor=self._actor(request))
@@ -460,7 +332,7 @@ class AgentAdmin(AuditedAdmin):
                     )
                     return HttpResponseRedirect(self._url("permissions", agent.pk))
         else:
-            formset = RuleFormSet(initial=_rules_initial(permission), prefix="rules")
+            formset = RuleFormSet(initial=rules_initial(permission), prefix="rules")
             default_form = DefaultBehaviorForm(initial=default_initial)
         preview_form = PreviewForm(request.GET or None)
         previews = []

@@ -23,7 +23,13 @@ class AgentSerializer(serializers.Serializer):
     max_rounds = serializers.IntegerField()
     stop_conditions = serializers.ListField(child=serializers.DictField())
     ticket_deadline_seconds = serializers.IntegerField(allow_null=True)
-    ticket_default_action = serializers.CharField()
+    ticket_default_action = serializers.CharField(help_text="reject, approve or respond.")
+    ticket_default_response = serializers.JSONField(
+        allow_null=True, help_text="The answer given at the deadline when the action is respond."
+    )
+    ticket_warning_seconds = serializers.IntegerField(
+        allow_null=True, help_text="Operators are warned this many seconds before a deadline."
+    )
     delegates = serializers.SerializerMethodField()
     version = serializers.SerializerMethodField(
         help_text="Latest published version number (what new runs pin); null: never published."

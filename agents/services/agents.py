@@ -20,13 +20,14 @@ from agents.selectors import agent_version_latest
 from agents.tools import tool_names
 from common.audit import Actor, audit_record
 from common.errors import InvalidInput, NotFound
+from runs.runtime.permissions import ESCALATION_ACTIONS, MAX_DEADLINE_SECONDS
 from runs.runtime.stop import StopConfigError, StopPolicies
 
 from .endpoints import endpoint_config_errors
-from .permissions import permission_message
+from .permissions import permission_message, response_error
 
 MAX_ROUNDS_LIMIT = 1000
-MAX_TICKET_DEADLINE_SECONDS = 30 * 24 * 3600
+MAX_TICKET_DEADLINE_SECONDS = MAX_DEADLINE_SECONDS
 
 
 # -- validation ----------------------------------------------------------------------------
@@ -116,6 +117,44 @@ def delegation_cycle(agent: Agent, delegates: Iterable[Agent]) -> list[str] | No
     return [slugs.get(pk, str(pk)) for pk in cycle] if cycle else None
 
 
+def ticket_escalation_errors(agent: Agent) -> dict[str, str]:
+    """Field -> message for the agent's ticket deadline, default action, answer and warning."""
+    errors: dict[str, str] = {}
+    deadline = agent.ticket_deadline_seconds
+    if deadline is not None and not 1 <= deadline <= MAX_TICKET_DEADLINE_SECONDS:
+        errors["ticket_deadline_seconds"] = (
+            f"The ticket deadline must be at least 1 second and at most "
+            f"{MAX_TICKET_DEADLINE_SECONDS} (30 days); leave it empty for no deadline."
+        )
+    action = agent.ticket_default_action
+    if action not in ESCALATION_ACTIONS:
+        errors["ticket_default_action"] = (
+            "The ticket default action must be reject, approve or respond."
+        )
+    response = agent.ticket_default_response
+    if action == "respond" and response is None:
+        errors["ticket_default_response"] = (
+            "The default action respond needs a default response: the answer (JSON, e.g. "
+            '"not now" or {"approved": false}) the waiting tool call gets at the deadline.'
+        )
+    elif response is not None:
+        problem = response_error(response)
+        if problem:
+            errors["ticket_default_response"] = f"The default response {problem}."
+    warning = agent.ticket_warning_seconds
+    if warning is not None:
+        if deadline is None:
+            errors["ticket_warning_seconds"] = (
+                "A warning needs a ticket deadline: set the deadline, or leave the warning empty."
+            )
+        elif warning < 1 or warning >= deadline:
+            errors["ticket_warning_seconds"] = (
+                f"The warning goes out this many seconds before the deadline: it must be at "
+                f"least 1 and less than the deadline ({deadline} s)."
+            )
+    return errors
+
+
 def agent_validate(
     agent: Agent,
     *,
@@ -155,14 +194,7 @@ def agent_validate(
                     f"Endpoint '{endpoint.slug}' is not usable: {'; '.join(problems)}. "
                     "Fix it under Remote endpoints or choose another."
                 )
-    deadline = agent.ticket_deadline_seconds
-    if deadline is not None and not 1 <= deadline <= MAX_TICKET_DEADLINE_SECONDS:
-        errors["ticket_deadline_seconds"] = (
-            f"The ticket deadline must be at least 1 second and at most "
-            f"{MAX_TICKET_DEADLINE_SECONDS} (30 days); leave it empty for no deadline."
-        )
-    if agent.ticket_default_action not in ("reject", "approve"):
-        errors["ticket_default_action"] = "The ticket default action must be reject or approve."
+    errors.update(ticket_escalation_errors(agent))
     if delegates is None:
         chosen = list(agent.delegates.all()) if agent.pk else []
     else:
@@ -219,10 +251,16 @@ def agent_spec(agent: Agent) -> dict[str, Any]:
         "delegates": sorted(d.slug for d in agent.delegates.all()),  # uses a prefetch if any
         "ticket_deadline_seconds": agent.ticket_deadline_seconds,
         "ticket_default_action": agent.ticket_default_action,
+        "ticket_default_response": agent.ticket_default_response,
+        "ticket_warning_seconds": agent.ticket_warning_seconds,
     }
 
 
-SPEC_DEFAULTS: dict[str, Any] = {"endpoint_id": None}
+SPEC_DEFAULTS: dict[str, Any] = {
+    "endpoint_id": None,
+    "ticket_default_response": None,
+    "ticket_warning_seconds": None,
+}
 
 
 def spec_normalized(spec: dict[str, Any]) -> dict[str, Any]:
@@ -333,6 +371,8 @@ def agent_restore(*, version: AgentVersion, actor: Actor) -> Agent:
     locked.stop_conditions = list(spec.get("stop_conditions") or [])
     locked.ticket_deadline_seconds = spec.get("ticket_deadline_seconds")
     locked.ticket_default_action = spec.get("ticket_default_action") or "reject"
+    locked.ticket_default_response = spec.get("ticket_default_response")
+    locked.ticket_warning_seconds = spec.get("ticket_warning_seconds")
     locked.save()
     locked.delegates.set(delegates)
     audit_record(

@@ -3,12 +3,16 @@ tool call (the rules editor's preview, evaluated the way a run would)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
 from agents.tools import UnknownToolError, get_tool
+from common.jsonsafe import JsonTooDeep, check_depth, find_unstorable
 from runs.runtime.permissions import (
     Behavior,
+    Escalation,
+    EscalationError,
     PatternError,
     PermissionExplanation,
     PermissionPolicy,
@@ -39,10 +43,68 @@ def permission_rule_errors(permission: Any) -> tuple[str | None, dict[int, str]]
     errors: dict[int, str] = {}
     for index, rule in enumerate(rules):
         try:
-            PermissionRule.from_json(rule)
+            parsed = PermissionRule.from_json(rule)
+        except EscalationError as exc:
+            errors[index] = f"{exc}."
         except PatternError as exc:
             errors[index] = f"{exc}; {PATTERN_HELP}."
+        else:
+            if parsed.escalation is not None:
+                problem = response_error(parsed.escalation.default_response)
+                if problem:
+                    errors[index] = f"rule {parsed.pattern.source!r}: default_response {problem}."
     return general, errors
+
+
+def response_error(response: Any) -> str | None:
+    """What makes a configured answer unusable as a decision's payload, in words; else None."""
+    try:
+        check_depth(response)
+    except JsonTooDeep as exc:
+        return f"is {exc}"
+    found = find_unstorable(response)
+    if found is not None:
+        return f"holds {found[1]} (at {found[0]}), which cannot be stored"
+    return None
+
+
+def ticket_escalation(
+    spec: dict[str, Any], tool_name: str, arguments: Any, *, permission_ticket: bool
+) -> Escalation | None:
+    """The deadline, default action and warning of a ticket a run of `spec` opens: those of
+    the ask rule that made the call wait when it has its own (permission tickets), else the
+    agent's; None when neither sets a deadline. A published spec's rules are valid, so
+    this only parses them when some rule carries a deadline."""
+    if permission_ticket:
+        rule = _asking_rule(spec, tool_name, arguments)
+        if rule is not None and rule.escalation is not None:
+            return rule.escalation
+    seconds = spec.get("ticket_deadline_seconds")
+    if not seconds:
+        return None
+    warning = spec.get("ticket_warning_seconds")
+    return Escalation(
+        deadline_seconds=int(seconds),
+        default_action=spec.get("ticket_default_action") or "reject",
+        default_response=spec.get("ticket_default_response"),
+        warning_seconds=int(warning) if warning and warning < seconds else None,
+    )
+
+
+def _asking_rule(spec: dict[str, Any], tool_name: str, arguments: Any) -> PermissionRule | None:
+    permission = spec.get("permission") or None
+    rules = permission.get("rules") if isinstance(permission, dict) else None
+    if not isinstance(rules, list) or not any(
+        isinstance(rule, dict) and rule.get("deadline_seconds") is not None for rule in rules
+    ):
+        return None  # no rule has an escalation of its own: nothing to evaluate
+    try:
+        policy = PermissionPolicy.from_json(permission)
+    except PatternError:
+        return None
+    primary = _primary_argument(tool_name, list(spec.get("delegates") or []))
+    decision = policy.evaluate(tool_name, arguments, primary)
+    return decision.rule if decision.behavior is Behavior.ASK else None
 
 
 def permission_message(permission: Any) -> str | None:
@@ -111,11 +173,12 @@ def permission_preview(
             "Asks an operator: the run waits on a ticket perm_<call id> that an operator "
             "approves, edits or rejects."
         )
-        deadline = spec.get("ticket_deadline_seconds")
-        if deadline:
-            summary += (
-                f" Undecided after {deadline} s, the system applies "
-                f"'{spec.get('ticket_default_action') or 'reject'}'."
+        rule = explanation.decision.rule
+        escalation = ticket_escalation(spec, tool_name, arguments, permission_ticket=True)
+        if escalation is not None:
+            summary += " " + escalation_summary(
+                escalation,
+                "set by this rule" if rule is not None and rule.escalation else "set on the agent",
             )
     else:
         outcome = "blocked"
@@ -124,3 +187,14 @@ def permission_preview(
             "and the run ends blocked."
         )
     return PermissionPreview(source, explanation, outcome, summary, notes)
+
+
+def escalation_summary(escalation: Escalation, source: str) -> str:
+    """What happens to an undecided ticket, in words (`source`: whose settings they are)."""
+    then = f"'{escalation.default_action}'"
+    if escalation.default_action == "respond":
+        then += f" with the answer {json.dumps(escalation.default_response, ensure_ascii=False)}"
+    text = f"Undecided after {escalation.deadline_seconds} s, the system applies {then} ({source})."
+    if escalation.warning_seconds:
+        text += f" Operators are warned {escalation.warning_seconds} s before."
+    return text

@@ -296,7 +296,14 @@ class TicketSerializer(serializers.Serializer):
     message = serializers.CharField(allow_blank=True)
     status = serializers.ChoiceField(choices=TICKET_STATUSES)
     deadline_at = serializers.DateTimeField(allow_null=True)
-    default_action = serializers.CharField()
+    default_action = serializers.CharField(help_text="Applied at the deadline by the system.")
+    default_payload = AnyField(
+        allow_null=True, help_text="The answer given at the deadline when the action is respond."
+    )
+    warn_at = serializers.DateTimeField(
+        allow_null=True, help_text="When operators are warned that the deadline nears."
+    )
+    warned_at = serializers.DateTimeField(allow_null=True, help_text="When that warning went out.")
     created_at = serializers.DateTimeField()
     closed_at = serializers.DateTimeField(allow_null=True)
     claimed_by = ClaimantField(help_text="Username of the operator on it now (null: nobody).")

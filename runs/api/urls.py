@@ -20,7 +20,7 @@ from agents.api.views import AgentDetailView, AgentListView
 from common.api.errors import error_body
 
 from .stream import RunEventStreamView
-from .views import audit, bulk, inputs, runs, saved_views, threads, tickets
+from .views import audit, bulk, exports, inputs, runs, saved_views, threads, tickets
 from .views.claims import TicketAssignView, TicketClaimView
 from .views.rules import TicketRuleProposalView
 
@@ -56,7 +56,10 @@ def read_only(view: Any) -> Any:
 
 urlpatterns = [
     path("runs", runs.RunListView.as_view(), name="api-runs"),
+    # before runs/<str:run_id>, which "export.csv" would match
+    path("runs/export.csv", exports.RunsCsvExportView.as_view(), name="api-runs-export"),
     path("runs/<str:run_id>", runs.RunDetailView.as_view(), name="api-run"),
+    path("runs/<str:run_id>/export", exports.RunExportView.as_view(), name="api-run-export"),
     path("runs/<str:run_id>/cancel", runs.RunCancelView.as_view(), name="api-run-cancel"),
     path("runs/<str:run_id>/retry", runs.RunRetryView.as_view(), name="api-run-retry"),
     path("runs/<str:run_id>/events", runs.RunEventsView.as_view(), name="api-run-events"),
@@ -113,6 +116,7 @@ urlpatterns = [
         name="api-endpoint-check",
     ),
     path("audit", audit.AuditListView.as_view(), name="api-audit"),
+    path("audit/export.csv", exports.AuditCsvExportView.as_view(), name="api-audit-export"),
     path("saved-views", saved_views.SavedViewListView.as_view(), name="api-saved-views"),
     path(
         "saved-views/<int:view_id>",

@@ -31,7 +31,9 @@ class NotificationChannel(models.Model):
     name = models.CharField(max_length=100, unique=True, help_text="Shown in rules and logs.")
     kind = models.CharField(max_length=10, choices=Kind.choices, help_text="How it delivers.")
     url_encrypted = models.TextField(
-        blank=True, help_text="Webhook URL, encrypted at rest (it may carry a token)."
+        blank=True,
+        editable=False,
+        help_text="Webhook URL, encrypted at rest (it may carry a token).",
     )
     url_display = models.CharField(
         max_length=300,
@@ -39,11 +41,11 @@ class NotificationChannel(models.Model):
         help_text="The URL's scheme and host, for lists and logs (no path, no token).",
     )
     signing_secret_encrypted = models.TextField(
-        blank=True, help_text="HMAC-SHA256 signing secret for webhooks, encrypted at rest."
+        blank=True,
+        editable=False,
+        help_text="HMAC-SHA256 signing secret for webhooks, encrypted at rest.",
     )
-    email_to = models.TextField(
-        blank=True, help_text="Email channel: recipients, comma-separated."
-    )
+    email_to = models.TextField(blank=True, help_text="Email channel: recipients, comma-separated.")
     enabled = models.BooleanField(default=True, help_text="Disabled channels get nothing.")
     created_at = models.DateTimeField(default=timezone.now, help_text="Created at.")
     updated_at = models.DateTimeField(default=timezone.now, help_text="Last changed at.")

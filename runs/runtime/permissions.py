@@ -9,6 +9,11 @@ Pattern syntax:
   /mcp__(gh|gl)__.*/            regex on the tool name
 Among matching rules deny > allow > ask, ties broken by specificity; no match gives the
 default behaviour (ask unless configured).
+
+An ask rule may carry an escalation for the tickets it opens:
+  {"tool": "send_email", "behavior": "ask", "deadline_seconds": 600,
+   "default_action": "reject|approve|respond", "default_response": <JSON>,
+   "warning_seconds": 120}
 """
 
 from __future__ import annotations
@@ -31,6 +36,10 @@ _PRECEDENCE = {Behavior.DENY: 3, Behavior.ALLOW: 2, Behavior.ASK: 1}
 
 class PatternError(ValueError):
     pass
+
+
+class EscalationError(PatternError):
+    """A rule's deadline, default action, answer or warning is invalid (its pattern is fine)."""
 
 
 _ARG_PATTERN = re.compile(
@@ -178,11 +187,86 @@ def _glob_match(text: str, pattern: str) -> bool:
     return re.fullmatch(regex, text, re.DOTALL) is not None
 
 
+ESCALATION_ACTIONS = ("reject", "approve", "respond")
+ESCALATION_KEYS = ("deadline_seconds", "default_action", "default_response", "warning_seconds")
+MAX_DEADLINE_SECONDS = 30 * 24 * 3600  # 30 days: longer waits are not what a deadline is for
+
+
+@dataclass(frozen=True)
+class Escalation:
+    """What happens to an undecided ticket: after `deadline_seconds` the system applies
+    `default_action` (with `default_response` as the answer for respond), warning
+    `warning_seconds` before the deadline (None: no warning)."""
+
+    deadline_seconds: int
+    default_action: str = "reject"
+    default_response: Any = field(default=None, hash=False)
+    warning_seconds: int | None = None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], where: str) -> Escalation | None:
+        """The escalation keys of a rule (None when it has none; a key set to null counts as
+        absent); `where` names the rule in error messages."""
+        if not any(data.get(key) is not None for key in ESCALATION_KEYS):
+            return None
+        deadline = data.get("deadline_seconds")
+        if deadline is None:
+            raise EscalationError(
+                f"{where}: default_action, default_response and warning_seconds need "
+                "deadline_seconds (how long a ticket waits before the default action)"
+            )
+        _check_seconds(deadline, "deadline_seconds", where)
+        action = data.get("default_action") or "reject"
+        if action not in ESCALATION_ACTIONS:
+            raise EscalationError(
+                f"{where}: default_action must be reject, approve or respond, got {action!r}"
+            )
+        response = data.get("default_response")
+        if action == "respond" and response is None:
+            raise EscalationError(
+                f"{where}: default_action respond needs a default_response (the answer the "
+                "tool call gets)"
+            )
+        warning = data.get("warning_seconds")
+        if warning is not None:
+            _check_seconds(warning, "warning_seconds", where)
+            if warning >= deadline:
+                raise EscalationError(
+                    f"{where}: warning_seconds ({warning}) must be less than deadline_seconds "
+                    f"({deadline}): the warning goes out that long before the deadline"
+                )
+        return cls(deadline, action, response, warning)
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "deadline_seconds": self.deadline_seconds,
+            "default_action": self.default_action,
+        }
+        if self.default_response is not None:
+            data["default_response"] = self.default_response
+        if self.warning_seconds is not None:
+            data["warning_seconds"] = self.warning_seconds
+        return data
+
+
+def _check_seconds(value: Any, name: str, where: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise EscalationError(f"{where}: {name} must be a whole number of seconds, got {value!r}")
+    if not 1 <= value <= MAX_DEADLINE_SECONDS:
+        raise EscalationError(
+            f"{where}: {name} must be between 1 and {MAX_DEADLINE_SECONDS} (30 days), got {value}"
+        )
+
+
 @dataclass(frozen=True)
 class PermissionRule:
+    """One rule. An ask rule may carry its own `escalation` (deadline, default action,
+    warning) for the tickets it opens; it replaces the agent's for those tickets."""
+
     pattern: ToolPattern
     behavior: Behavior
     scope: str = "project"
+    escalation: Escalation | None = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PermissionRule:
@@ -197,10 +281,22 @@ class PermissionRule:
             raise PatternError(
                 f"rule {tool!r}: behavior must be allow, ask or deny, got {data.get('behavior')!r}"
             ) from exc
-        return cls(ToolPattern.parse(tool), behavior, str(data.get("scope") or "project"))
+        pattern = ToolPattern.parse(tool)
+        if behavior is not Behavior.ASK and any(
+            data.get(key) is not None for key in ESCALATION_KEYS
+        ):
+            raise EscalationError(
+                f"rule {tool!r}: deadline_seconds, default_action, default_response and "
+                f"warning_seconds apply only to ask rules (this one is {behavior.value})"
+            )
+        escalation = Escalation.from_json(data, f"rule {tool!r}")
+        return cls(pattern, behavior, str(data.get("scope") or "project"), escalation)
 
     def to_json(self) -> dict[str, Any]:
-        return {"tool": self.pattern.source, "behavior": self.behavior.value, "scope": self.scope}
+        data = {"tool": self.pattern.source, "behavior": self.behavior.value, "scope": self.scope}
+        if self.escalation is not None:
+            data.update(self.escalation.to_json())
+        return data
 
     def matches(self, tool_name: str, arguments: Any, primary_arg: str | None) -> bool:
         """Lists are judged conservatively: an allow rule needs every element to match

@@ -35,6 +35,7 @@ from runs.selectors.runs import (
     WAITING_REASONS,
     RunDetail,
     RunFilters,
+    list_row_extras,
     run_detail,
     run_list,
     run_open_tickets,
@@ -50,7 +51,13 @@ from runs.selectors.threads import (
     thread_messages_page,
     thread_transcript,
 )
-from runs.selectors.tickets import inbox_count, inbox_filter_options, inbox_tickets, ticket_list
+from runs.selectors.tickets import (
+    inbox_count,
+    inbox_filter_options,
+    inbox_tickets,
+    ticket_list,
+    ticket_requests,
+)
 
 __all__ = [
     "PAGE_SIZE",
@@ -78,6 +85,7 @@ __all__ = [
     "inbox_filter_options",
     "inbox_tickets",
     "keyset_page",
+    "list_row_extras",
     "open_run_counts",
     "run_detail",
     "run_list",
@@ -92,4 +100,5 @@ __all__ = [
     "thread_messages_page",
     "thread_transcript",
     "ticket_list",
+    "ticket_requests",
 ]

@@ -10,6 +10,7 @@ from typing import Any
 from django.conf import settings
 from django.core.cache import cache
 from django.db.models import Count, Q, Sum
+from django.db.models.fields.json import KT
 from django.utils import timezone
 from django.utils.http import urlencode
 
@@ -29,6 +30,9 @@ class Dashboard:
     hourly: list[dict[str, Any]]
     wait_buckets: list[dict[str, Any]]
     health: list[HealthRow] = field(default_factory=list)
+    hourly_axis: list[dict[str, Any]] = field(default_factory=list)  # y ticks: value, y
+    wait_axis: list[dict[str, Any]] = field(default_factory=list)  # x ticks: value, x
+    wait_height: int = 0  # the wait-times bars' drawing height (SVG units)
 
 
 def dashboard(now: dt.datetime | None = None) -> Dashboard:
@@ -45,14 +49,20 @@ def dashboard(now: dt.datetime | None = None) -> Dashboard:
             by_reason[reason] = by_reason.get(reason, 0) + count
     finished = HourlyStat.objects.filter(hour=stats.ALL_TIME).exclude(metric="run:open")
     by_status[Run.Status.DONE] = finished.aggregate(n=Sum("count"))["n"] or 0
-    failures = list(
+    failures: list[Run] = list(
         Run.objects.filter(status=Run.Status.DONE)
         .filter(Q(status_reason__in=["error", "timeout"]) | Q(status_reason__startswith="stopped:"))
         .select_related("agent")
         .only("pk", "agent__slug", "status_reason", "finished_at")
+        .annotate(error_message=KT("error_payload__message"))  # the message, not the payload
         .order_by("-finished_at")[:8]
     )
+    for run in failures:  # cached and pushed to every dashboard: keep what is shown
+        message = getattr(run, "error_message", None) or ""
+        run.error_message = message[:ERROR_CHARS]  # type: ignore[attr-defined]
     waits, pending = _wait_buckets(now)
+    hourly, hourly_peak = _hourly(now)
+    wait_peak = max(waits_peak(waits), 1)
     return Dashboard(
         by_status=by_status,
         by_waiting_reason=by_reason,
@@ -62,10 +72,35 @@ def dashboard(now: dt.datetime | None = None) -> Dashboard:
         .order_by("created_at")
         .first(),
         recent_failures=failures,
-        hourly=_hourly(now),
+        hourly=hourly,
         wait_buckets=waits,
         health=dependency_health(now, open_runs),
+        hourly_axis=[
+            {"value": value, "y": round(CHART_HEIGHT * (1 - value / hourly_peak), 2)}
+            for value in axis_ticks(hourly_peak)
+        ],
+        wait_axis=[
+            {"value": value, "x": round(WAIT_BAR_WIDTH * value / wait_peak, 2)}
+            for value in axis_ticks(wait_peak)
+        ],
+        wait_height=WAIT_ROW * len(waits),
     )
+
+
+ERROR_CHARS = 300  # of a failed run's error message, on the dashboard
+CHART_HEIGHT = 100.0  # the runs-per-hour bars' drawing height (SVG units): the peak's bar
+WAIT_BAR_WIDTH = 200.0  # the wait-times bars' drawing width (SVG units): the peak's bar
+WAIT_ROW = 20  # the height of a wait-times bar's row (SVG units)
+
+
+def axis_ticks(peak: int) -> list[int]:
+    """Whole-number ticks of an axis from 0 to `peak`: 0, about the middle, and the peak."""
+    peak = max(int(peak), 1)
+    return sorted({0, (peak + 1) // 2, peak})
+
+
+def waits_peak(buckets: list[dict[str, Any]]) -> int:
+    return max((bucket["count"] for bucket in buckets), default=0)
 
 
 def dashboard_cached() -> Dashboard:
@@ -174,7 +209,10 @@ def dependency_health(
     return list(rows.values())
 
 
-def _hourly(now: dt.datetime) -> list[dict[str, Any]]:
+def _hourly(now: dt.datetime) -> tuple[list[dict[str, Any]], int]:
+    """The runs created in each of the last 24 hours by outcome, as stacked bars (SVG
+    units: 10 wide per hour, CHART_HEIGHT for the busiest hour), and that busiest hour's
+    count (at least 1: the y axis' top)."""
     start = stats.hour_of(now - dt.timedelta(hours=23))
     hours = [start + dt.timedelta(hours=i) for i in range(24)]
     counts = {hour: dict.fromkeys(stats.OUTCOMES, 0) for hour in hours}
@@ -193,10 +231,10 @@ def _hourly(now: dt.datetime) -> list[dict[str, Any]]:
     for index, hour in enumerate(hours):
         bucket = counts[hour]
         total = sum(bucket.values())
-        y = 100.0
+        y = CHART_HEIGHT
         segments = []
         for outcome in stats.OUTCOMES:
-            height = 100.0 * bucket[outcome] / peak
+            height = CHART_HEIGHT * bucket[outcome] / peak
             y -= height
             if bucket[outcome]:
                 segments.append(
@@ -207,8 +245,16 @@ def _hourly(now: dt.datetime) -> list[dict[str, Any]]:
                         "height": round(height, 2),
                     }
                 )
-        result.append({"hour": hour, "x": index * 10, "total": total, "segments": segments})
-    return result
+        result.append(
+            {
+                "hour": hour,
+                "x": index * 10,
+                "total": total,
+                "segments": segments,
+                "tick": index % 6 == 0 or index == len(hours) - 1,  # labelled on the x axis
+            }
+        )
+    return result, peak
 
 
 def _wait_buckets(now: dt.datetime) -> tuple[list[dict[str, Any]], int]:
@@ -243,7 +289,12 @@ def _wait_buckets(now: dt.datetime) -> tuple[list[dict[str, Any]], int]:
         counts[index] += pending[f"b{index}"]
     peak = max(counts) or 1
     buckets = [
-        {"label": label, "count": count, "width": round(100.0 * count / peak, 2)}
-        for (label, _), count in zip(stats.WAIT_BUCKETS, counts, strict=True)
+        {
+            "label": label,
+            "count": count,
+            "length": round(WAIT_BAR_WIDTH * count / peak, 2),  # SVG units
+            "y": index * WAIT_ROW,
+        }
+        for index, ((label, _), count) in enumerate(zip(stats.WAIT_BUCKETS, counts, strict=True))
     ]
     return buckets, pending["operators"]

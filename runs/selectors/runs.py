@@ -6,7 +6,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, IntegerField, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from agents.models import AgentVersion, Model
@@ -100,7 +100,16 @@ def runs_for_list() -> QuerySet[Run]:
 def run_list(*, filters: RunFilters, cursor: str | None = None, size: int = PAGE_SIZE) -> Page:
     """Each filter maps onto an index ending in (created_at, id) (runs.models.Run.Meta), so
     a page reads about `size` index entries whatever the table holds."""
-    runs = runs_for_list()
+    runs = filter_runs(runs_for_list(), filters)
+    if filters.waiting_filter and filters.sort == LONGEST_WAITING:
+        tool, minutes = filters.waiting_tool, filters.waiting_longer_than
+        return longest_waiting_page(runs, tool, minutes, cursor, size)
+    return keyset_page(runs, cursor, size)
+
+
+def filter_runs(runs: QuerySet[Run], filters: RunFilters) -> QuerySet[Run]:
+    """`runs` narrowed by `filters`, unordered: the runs list's page and its CSV export
+    (runs.services.exports) select the same runs."""
     if filters.status:
         runs = runs.filter(status=filters.status)
     if filters.waiting_reason:
@@ -133,11 +142,8 @@ def run_list(*, filters: RunFilters, cursor: str | None = None, size: int = PAGE
         else:
             runs = runs.filter(_threads_saying(term))
     if filters.waiting_filter:  # see runs.selectors.waiting for the indexes
-        tool, minutes = filters.waiting_tool, filters.waiting_longer_than
-        runs = runs_waiting(runs, tool, minutes)
-        if filters.sort == LONGEST_WAITING:
-            return longest_waiting_page(runs, tool, minutes, cursor, size)
-    return keyset_page(runs, cursor, size)
+        runs = runs_waiting(runs, filters.waiting_tool, filters.waiting_longer_than)
+    return runs
 
 
 # A search matching at most this many messages lists the runs of their threads; beyond
@@ -183,7 +189,47 @@ def _versions_using(provider: str, endpoint: str, agent_id: int | None) -> list[
 
 
 def run_row(run_id: Any) -> Run | None:
-    return runs_for_list().filter(pk=run_id).first()
+    run = runs_for_list().filter(pk=run_id).first()
+    if run is not None:
+        list_row_extras([run])
+    return run
+
+
+def list_row_extras(runs: list[Run]) -> None:
+    """What a runs list row shows beyond its columns, in one query for the page: on each
+    run `waits_tool` and `waits_since` (the tool and the creation time of its oldest
+    pending ticket, None when nothing waits) and `child_count` (its child runs). Each is a
+    correlated subquery per row of the page only: the pending ticket through the run's
+    pending-ticket index, the children through the index on `parent_run`."""
+    for run in runs:
+        run.waits_tool = run.waits_since = None  # type: ignore[attr-defined]
+        run.child_count = 0  # type: ignore[attr-defined]
+    if not runs:
+        return
+    oldest = Ticket.objects.filter(run_id=OuterRef("pk"), status=Ticket.Status.PENDING).order_by(
+        "created_at", "pk"
+    )
+    children = (
+        Run.objects.filter(parent_run_id=OuterRef("pk"))
+        .order_by()
+        .values("parent_run_id")
+        .annotate(n=Count("*"))
+        .values("n")
+    )
+    rows = (
+        Run.objects.filter(pk__in=[run.pk for run in runs])
+        .annotate(
+            oldest_tool=Subquery(oldest.values("tool_name")[:1]),
+            oldest_since=Subquery(oldest.values("created_at")[:1]),
+            child_runs=Subquery(children, output_field=IntegerField()),
+        )
+        .values_list("pk", "oldest_tool", "oldest_since", "child_runs")
+    )
+    found = {pk: (tool, since, children) for pk, tool, since, children in rows}
+    for run in runs:
+        tool, since, children = found.get(run.pk, (None, None, 0))
+        run.waits_tool, run.waits_since = tool, since  # type: ignore[attr-defined]
+        run.child_count = children or 0  # type: ignore[attr-defined]
 
 
 @dataclass
@@ -203,6 +249,7 @@ class RunDetail:
     newer_version: bool
     duration: dt.timedelta | None
     extra: dict[str, Any] = field(default_factory=dict)
+    waiting_on: Ticket | None = None  # the oldest open ticket of a waiting run (the header)
 
 
 # The panels of the run page; a partial that refreshes one panel reads only what it shows.
@@ -259,6 +306,29 @@ def run_detail(
         if header
         else False,
         duration=_duration(run),
+        waiting_on=_waiting_on(run) if header else None,
+    )
+
+
+def _waiting_on(run: Run) -> Ticket | None:
+    """The oldest open ticket of a waiting run: what the header says the run waits for.
+    No query for a run that is not waiting on a ticket."""
+    if run.status != Run.Status.WAITING or not run.open_tickets:
+        return None
+    return (
+        Ticket.objects.filter(run=run, status=Ticket.Status.PENDING)
+        .only(
+            "id",
+            "run_id",
+            "ticket_id",
+            "tool_name",
+            "resume_mode",
+            "reason",
+            "message",
+            "created_at",
+        )
+        .order_by("created_at", "pk")
+        .first()
     )
 
 

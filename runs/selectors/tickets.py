@@ -5,12 +5,12 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Now
 from django.utils import timezone
 
 from agents.models import Agent
-from runs.models import Ticket
+from runs.models import Message, Ticket
 from runs.selectors.base import PAGE_SIZE, Page, agent_id_for_slug, keyset_page
 
 
@@ -113,3 +113,47 @@ def inbox_filter_options() -> tuple[list[str], list[str]]:
         agents.append(slug)
         tools.update(str(name) for name in agent_tools or [])
     return agents, sorted(tools)
+
+
+REQUEST_CHARS = 500  # of the user request an inbox row shows
+
+
+def message_text(content: Any) -> str:
+    """The text blocks of a message's content (a list of {type, text} blocks)."""
+    if not isinstance(content, list):
+        return ""
+    return "".join(
+        str(block.get("text", ""))
+        for block in content
+        if isinstance(block, dict) and block.get("type") == "text"
+    )
+
+
+def ticket_requests(tickets: list[Ticket]) -> dict[Any, str]:
+    """The user request behind each ticket: the last user message of its run's thread
+    committed before the ticket opened (for a child run, what its parent asked it), by
+    ticket id, at most REQUEST_CHARS characters. One query for all the tickets of a page:
+    for each, the thread's messages are read backwards from the newest over the unique
+    (thread, seq) index until a user message, which a waiting run reaches at once."""
+    if not tickets:
+        return {}
+    last_user = (
+        Message.objects.filter(
+            thread_id=OuterRef("run__thread_id"),
+            role=Message.Role.USER,
+            created_at__lte=OuterRef("created_at"),
+        )
+        .order_by("-seq")
+        .values("content")[:1]
+    )
+    rows = (
+        Ticket.objects.filter(pk__in=[ticket.pk for ticket in tickets])
+        .annotate(request=Subquery(last_user))
+        .values_list("pk", "request")
+    )
+    requests = {}
+    for pk, content in rows:
+        text = message_text(content).strip()
+        if text:
+            requests[pk] = text[:REQUEST_CHARS]
+    return requests

@@ -24,9 +24,18 @@ from agents.pricing import price_snapshot
 from agents.resolver import VersionResolver
 from agents.selectors import agent_version_by_id, agent_version_current
 from agents.services.endpoints import endpoint_backend_for_spec
-from common.errors import ServiceError
+from common.errors import InvalidInput, ServiceError
+from runs import metrics
 from runs.message_rows import message_to_row
-from runs.models import DELEGATE_TICKET_PREFIX, Message, PendingInput, Run, Thread, Ticket
+from runs.models import (
+    DELEGATE_TICKET_PREFIX,
+    Message,
+    NotificationEvent,
+    PendingInput,
+    Run,
+    Thread,
+    Ticket,
+)
 from runs.runtime import types as rt
 from runs.runtime.backends import (
     BackendControl,
@@ -68,6 +77,7 @@ from runs.services.leases import (
     run_release,
     worker_identity,
 )
+from runs.services.notifications import notify_run, notify_ticket
 from runs.services.remote import abort_remote_on_commit
 from runs.services.runs import run_request_cancel_flag
 from runs.services.tickets import decision_submit, tickets_close_open
@@ -107,7 +117,7 @@ class Segment:
         self.request = BackendRootRunRequest(
             agent_id=run.agent.slug,
             messages=load_messages(run.thread_id),
-            sink=OrmLiveSink(run.pk),
+            sink=OrmLiveSink(run.pk, run.agent.slug),
             resolver=resolver,
             identity=run_identity(run),
             store=OrmCheckpointStore(
@@ -159,6 +169,8 @@ def run_advance(*, run_id: Any, worker: str | None = None) -> str:
             raise  # the claim rolls back with it: the run is still due
         except Exception as exc:  # bad data: fail the run below, once the claim committed
             failure = exc
+    if run.attempt == 1:  # its first claim
+        metrics.run_started(run.agent.slug)
     attempt = run.attempt
     outcome = "finished"
     settled = False  # the last checkpoint ended the run and gave its lease up
@@ -187,6 +199,7 @@ def run_advance(*, run_id: Any, worker: str | None = None) -> str:
         logger.warning("run %s: lost the database mid-segment: %s", run_id, exc)
         connection.close()  # the next query connects afresh
         outcome = "interrupted"
+        metrics.lease_recovered("database_lost")
         interrupted = (
             "activation interrupted: its worker lost the database; "
             "the run resumes from its last checkpoint"
@@ -195,6 +208,7 @@ def run_advance(*, run_id: Any, worker: str | None = None) -> str:
             run_fail(
                 run_id=run_id,
                 attempt=attempt,
+                given_up=True,
                 message=f"gave up after {settings.AWAKEN_MAX_ATTEMPTS} interruptions; "
                 f"the last: database error: {exc}",
             )
@@ -222,8 +236,9 @@ def _count_recovery(run_id: Any, attempt: int) -> int:
 
 
 @transaction.atomic
-def run_fail(*, run_id: Any, attempt: int | None, message: str) -> bool:
-    """End a run `done`/`error` with a message, if this worker still holds it."""
+def run_fail(*, run_id: Any, attempt: int | None, message: str, given_up: bool = False) -> bool:
+    """End a run `done`/`error` with a message, if this worker still holds it; notify
+    run.given_up (`given_up`: it kept losing its workers) or run.failed."""
     query = Run.objects.select_for_update().filter(pk=run_id).exclude(status=Run.Status.DONE)
     if attempt is not None:
         query = query.filter(attempt=attempt)
@@ -245,6 +260,8 @@ def run_fail(*, run_id: Any, attempt: int | None, message: str) -> bool:
     background_cancel(run, now)
     run.save()
     stats.run_finished(run)
+    metrics.run_failed(run)
+    notify_run(run, NotificationEvent.RUN_GIVEN_UP if given_up else NotificationEvent.RUN_FAILED)
     events_append(
         run,
         [
@@ -299,6 +316,8 @@ def _delegate_runner(parent: Run, attempt: int, worker: str) -> Any:
         claimed = run_claim(run_id=child.pk, worker=worker)
         if claimed is None:
             return _child_result(Run.objects.select_related("agent").get(pk=child.pk))
+        if claimed.attempt == 1:
+            metrics.run_started(claimed.agent.slug)
         interrupted: str | None = SEGMENT_STOPPED  # until the child's segment returns
         try:
             child = Run.objects.select_related("agent", "agent_version", "parent_run").get(
@@ -314,7 +333,7 @@ def _delegate_runner(parent: Run, attempt: int, worker: str) -> Any:
                     BackendDelegateRunRequest(
                         agent_id=agent_id,
                         messages=load_messages(child.thread_id),
-                        sink=OrmLiveSink(child.pk),
+                        sink=OrmLiveSink(child.pk, child.agent.slug),
                         resolver=resolver,
                         parent=BackendParentContext(
                             str(parent.pk), str(parent.thread_id), ctx.call_id
@@ -398,12 +417,14 @@ def runs_sweep(*, now: dt.datetime | None = None) -> dict[str, int]:
     now = now or timezone.now()
     counts = {"recovered": 0, "redispatched": 0, "given_up": 0, "expired_tickets": 0}
     counts["expired_tickets"] = tickets_expire(now=now)
+    counts["warned_tickets"] = tickets_warn(now=now)  # after expiry: no warning when overdue
     expired = Run.objects.filter(lease_expires_at__lt=Now()).exclude(status=Run.Status.DONE)
     for run_id, recoveries in expired.values_list("pk", "recoveries")[:500]:
         if recoveries + 1 > settings.AWAKEN_MAX_ATTEMPTS:
             if run_fail(
                 run_id=run_id,
                 attempt=None,
+                given_up=True,
                 message=f"gave up after {recoveries} worker crashes while running this run",
             ):
                 counts["given_up"] += 1
@@ -422,6 +443,7 @@ def runs_sweep(*, now: dt.datetime | None = None) -> dict[str, int]:
             if taken is not None:
                 activation_close_interrupted(taken, LEASE_EXPIRED)
                 counts["recovered"] += 1
+                metrics.lease_recovered("lease_expired")
                 run_dispatch(run_id)
     stale = now - dt.timedelta(seconds=max(settings.AWAKEN_SWEEP_SECONDS * 2, 2))
     due = (
@@ -461,19 +483,77 @@ def tickets_expire(*, now: dt.datetime) -> int:
     expired = 0
     overdue = Ticket.objects.filter(status=Ticket.Status.PENDING, deadline_at__lt=now)
     for ticket in overdue.select_related("tool_call")[:500]:
-        action = ticket.default_action
-        if (
-            action == "approve"
-            and ticket.resume_mode == rt.ToolCallResumeMode.USE_DECISION_AS_TOOL_RESULT
-        ):
-            action = "reject"  # nothing to approve: the call waits for an answer
+        action, payload, why_not = expiry_decision(ticket)
+        comment = f"no decision by the deadline ({ticket.deadline_at:%Y-%m-%d %H:%M:%S %Z})"
         try:
-            decision_submit(
-                ticket=ticket,
-                action=action,
-                comment=f"no decision by the deadline ({ticket.deadline_at:%Y-%m-%d %H:%M:%S %Z})",
-            )
+            try:
+                decision_submit(
+                    ticket=ticket,
+                    action=action,
+                    payload=payload,
+                    comment=f"{comment}; {why_not}" if why_not else comment,
+                )
+            except InvalidInput as exc:  # the configured answer cannot be given
+                if action != "respond":
+                    raise
+                decision_submit(
+                    ticket=ticket,
+                    action="reject",
+                    comment=f"{comment}; the default answer could not be given ({exc.message}), "
+                    "so it is rejected",
+                )
             expired += 1
         except ServiceError:
             logger.info("ticket %s was decided just before its deadline", ticket.pk)
     return expired
+
+
+def tickets_warn(*, now: dt.datetime) -> int:
+    """Warn (notification ticket.deadline_near) about each pending ticket whose warning
+    time came and whose deadline has not passed; returns how many were warned."""
+    due = Ticket.objects.filter(
+        status=Ticket.Status.PENDING, warned_at__isnull=True, warn_at__lte=now, deadline_at__gt=now
+    ).order_by("warn_at")
+    return sum(ticket_warn(ticket, now) for ticket in due.select_related("run")[:500])
+
+
+@transaction.atomic
+def ticket_warn(ticket: Ticket, now: dt.datetime) -> bool:
+    """Mark one ticket warned with a guarded update and queue its warning in the same
+    transaction: of two sweeps that read it at once, only the one whose update wins
+    queues it, and a ticket decided meanwhile gets none. False: nothing to do."""
+    won = Ticket.objects.filter(
+        pk=ticket.pk, status=Ticket.Status.PENDING, warned_at__isnull=True
+    ).update(warned_at=now)
+    if not won:
+        return False
+    ticket.warned_at = now
+    notify_ticket(ticket, NotificationEvent.TICKET_DEADLINE_NEAR)
+    return True
+
+
+def expiry_decision(ticket: Ticket) -> tuple[str, Any, str]:
+    """(action, payload, why the default action was not taken) for an overdue ticket: its
+    default action, or reject when that action does not fit what the ticket waits for."""
+    action = ticket.default_action
+    waits_for_answer = ticket.resume_mode == rt.ToolCallResumeMode.USE_DECISION_AS_TOOL_RESULT
+    if action == "approve" and waits_for_answer:
+        return "reject", None, "the call waits for an answer, so it is rejected, not approved"
+    if action != "respond":
+        return action, None, ""
+    if ticket.default_payload is None:
+        return "reject", None, "no default answer is configured, so it is rejected"
+    if ticket.child_run_id:
+        return (
+            "reject",
+            None,
+            f"it waits for child run {ticket.child_run_id}, whose answer the default answer "
+            "must not replace, so it is rejected",
+        )
+    if ticket.resume_mode == rt.ToolCallResumeMode.PASS_DECISION_TO_TOOL:
+        return (
+            "reject",
+            None,
+            "the tool takes an approval or a rejection, not an answer, so it is rejected",
+        )
+    return "respond", ticket.default_payload, "the default answer is given"

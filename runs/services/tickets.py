@@ -17,6 +17,7 @@ from agents.tools import UnknownToolError, get_tool
 from common.audit import SYSTEM, Actor, audit_record
 from common.errors import DecisionConflict, InvalidInput, NotFound
 from common.jsonsafe import JsonTooDeep, check_depth, find_unstorable
+from runs import metrics
 from runs.models import Decision, Run, Ticket, ToolCall
 from runs.runtime import types as rt
 from runs.runtime.backends import DELEGATE_PARAMETERS, DELEGATE_TOOL_PREFIX
@@ -215,6 +216,7 @@ def decision_submit_or_repeat(
             ticket, action, arguments, payload, comment, decision_id or rt.new_id(), actor, now
         )
         _settle_run(ticket, decision, actor, now, dispatch=dispatch)
+        metrics.ticket_decided(ticket, decision.action, now)
     return decision, False
 
 

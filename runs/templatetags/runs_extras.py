@@ -7,6 +7,13 @@ import json
 from typing import Any
 
 from django import template
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+from django.utils.html import format_html
+from django.utils.timesince import timesince, timeuntil
+
+from runs.runtime.tool_batch import PERMISSION_ACTION
+from runs.runtime.types import ToolCallResumeMode
 
 register = template.Library()
 
@@ -41,11 +48,16 @@ def duration(value: dt.timedelta | None) -> str:
     return f"{hours} h {minutes} min"
 
 
-# Waiting reasons (and the status reasons behind them) as an operator reads them; the
-# others are shown as they are.
+# Waiting reasons (runs.runtime.status.WaitingReason, and the status reasons behind some)
+# as an operator reads them; the others are shown as they are.
 WAITING_LABELS = {
+    "tool_permission": "Waiting for a decision on a tool call",
+    "user_input": "Waiting for user input",
     "background_tasks": "Waiting for background tasks",
     "awaiting_tasks": "Waiting for background tasks",
+    "rate_limit": "Waiting: rate limited",
+    "manual_pause": "Paused by an operator",
+    "external_event": "Waiting for an external event",
 }
 
 
@@ -114,3 +126,110 @@ def event_summary(event: dict[str, Any]) -> str:
     if kind == "background_task_delivered":
         return f"{event.get('task_id')} {event.get('status')}"
     return ""
+
+
+# --- times ---------------------------------------------------------------------------------------
+
+
+def _moment(value: Any) -> dt.datetime | None:
+    """A datetime, or the ISO text of one (the event frames carry text)."""
+    if isinstance(value, str):
+        try:
+            value = parse_datetime(value)
+        except ValueError:
+            return None
+    if not isinstance(value, dt.datetime):
+        return None
+    return timezone.make_aware(value) if timezone.is_naive(value) else value
+
+
+def absolute_time(value: dt.datetime) -> str:
+    """The absolute time as an operator reads it: the site's time zone, with its name."""
+    return timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S %Z").strip()
+
+
+def short_age(delta: dt.timedelta) -> str:
+    """A compact length of time: "45 s", "3 min", "2 h 5 min", "3 d 4 h"."""
+    seconds = max(0, int(delta.total_seconds()))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes = seconds // 60
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h" if hours else f"{days} d"
+
+
+def _time_text(moment: dt.datetime, style: str) -> str:
+    now = timezone.now()
+    if style == "ago":
+        return f"{timesince(moment, now)} ago"
+    if style == "age":
+        return timesince(moment, now)
+    if style == "short":
+        return short_age(now - moment)
+    if style == "until":
+        return f"in {timeuntil(moment, now)}" if moment > now else "overdue"
+    if style == "clock":
+        return timezone.localtime(moment).strftime("%H:%M:%S.%f")[:12]
+    if style == "hms":
+        return timezone.localtime(moment).strftime("%H:%M:%S")
+    return absolute_time(moment)
+
+
+@register.simple_tag
+def when(value: Any, style: str = "at", empty: str = "–") -> str:
+    """`{% when t.created_at "ago" %}`: a time as a <time> element whose title is its
+    absolute value (hover shows it) and whose datetime attribute is its ISO form. Styles:
+    "at" (absolute, the default), "ago" ("3 minutes ago"), "age" ("3 minutes", how long
+    since), "short" ("3 min"), "until" ("in 3 minutes" or "overdue"), "clock"
+    ("14:03:22.120") and "hms" ("14:03:22"). No time renders `empty`, escaped."""
+    moment = _moment(value)
+    if moment is None:
+        return format_html("{}", empty)
+    return format_html(
+        '<time datetime="{}" title="{}">{}</time>',
+        moment.isoformat(),
+        absolute_time(moment),
+        _time_text(moment, style),
+    )
+
+
+# --- what a waiting run waits for ----------------------------------------------------------------
+
+RESPOND_ONLY = ToolCallResumeMode.USE_DECISION_AS_TOOL_RESULT.value
+WAITING_DETAIL_CHARS = 300  # of the question a header shows
+
+
+def waiting_kind(ticket: Any) -> str:
+    """What a pending ticket waits for, in a few words: an answer (ask_human and the other
+    tools whose decision is their result), a child run, an approval, or a decision."""
+    if getattr(ticket, "child_run_id", None):
+        return "Waiting for a child run"
+    if ticket.resume_mode == RESPOND_ONLY:
+        return "Waiting for an answer"
+    if ticket.reason == PERMISSION_ACTION:
+        return "Waiting for approval"
+    return "Waiting for a decision"
+
+
+@register.simple_tag
+def waiting_text(run: Any, ticket: Any = None) -> str:
+    """The run header's waiting reason from its oldest open ticket, e.g. "Waiting for an
+    answer: Which room?" or "Waiting for approval: write_note"; without a ticket, from the
+    run's waiting reason. Plain text: the template escapes it."""
+    if ticket is None:
+        return waiting_label(getattr(run, "waiting_reason", ""))
+    kind = waiting_kind(ticket)
+    if getattr(ticket, "child_run_id", None):
+        detail = f"{ticket.tool_name} ({short_id(ticket.child_run_id)})"
+    elif ticket.resume_mode == RESPOND_ONLY and ticket.message:
+        detail = ticket.message
+    else:
+        detail = ticket.tool_name
+    if len(detail) > WAITING_DETAIL_CHARS:
+        detail = detail[: WAITING_DETAIL_CHARS - 1] + "…"
+    return f"{kind}: {detail}"

@@ -7,6 +7,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, QueryDict
@@ -109,6 +110,12 @@ class BulkResult:
 INBOX_PAGE = 100
 
 
+def key_undo_seconds() -> float:
+    """How long a keyboard approval or rejection waits for an undo before it is sent
+    (static/js/inbox_keys.js); 0 sends it at once."""
+    return max(0.0, min(float(settings.AWAKEN_KEY_UNDO_SECONDS), 60.0))
+
+
 def inbox_list_context(request: HttpRequest, filters: InboxFilters) -> dict[str, Any]:
     cursor = request.GET.get("cursor") or None
     page = selectors.inbox_tickets(
@@ -121,6 +128,9 @@ def inbox_list_context(request: HttpRequest, filters: InboxFilters) -> dict[str,
         who=filters.who,
         user=request.user,
     )
+    requests = selectors.ticket_requests(page.items)  # one query for the page's tickets
+    for ticket in page.items:
+        ticket.request_text = requests.get(ticket.pk, "")
     return {
         "tickets": page.items,
         "next_cursor": page.next_cursor,
@@ -147,10 +157,13 @@ def _page_context(request: HttpRequest, filters: InboxFilters) -> dict[str, Any]
         agents.append(filters.agent)
     if filters.tool and filters.tool not in tools:
         tools.append(filters.tool)
+    undo = key_undo_seconds()
     return {
         **inbox_list_context(request, filters),
         **saved_views_context(request, "inbox"),
         "nav": "inbox",
+        "undo_seconds": undo,
+        "undo_seconds_text": f"{undo:g}",  # "5", "2.5"
         "agents": agents,
         "tools": tools,
     }

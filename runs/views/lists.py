@@ -7,7 +7,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import render
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -29,10 +29,9 @@ def _when(raw: str) -> dt.datetime | None:
     return value
 
 
-@require(VIEW, "view runs")
-def run_list(request: HttpRequest) -> HttpResponse:
-    params = request.GET
-    filters = selectors.RunFilters(
+def run_filters(params: QueryDict) -> selectors.RunFilters:
+    """The runs list's filters from its query string (its CSV export reads the same)."""
+    return selectors.RunFilters(
         status=params.get("status", ""),
         waiting_reason=params.get("waiting_reason", ""),
         agent=params.get("agent", ""),
@@ -47,9 +46,16 @@ def run_list(request: HttpRequest) -> HttpResponse:
         waiting_longer_than=parse_minutes(params.get("waiting_longer_than")),
         sort=params.get("sort", "").strip(),
     )
+
+
+@require(VIEW, "view runs")
+def run_list(request: HttpRequest) -> HttpResponse:
+    params = request.GET
+    filters = run_filters(params)
     agents, tools = selectors.inbox_filter_options()  # one query: agents and their tools
     cursor = params.get("cursor") or None
     page = selectors.run_list(filters=filters, cursor=cursor)
+    selectors.list_row_extras(page.items)  # what each row waits on, its children: one query
     query = params.copy()
     query.pop("cursor", None)
     return render(

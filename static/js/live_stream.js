@@ -9,7 +9,10 @@
  *    token deltas are shown with textContent only; the panels refetch from
  *    data-header-url, data-transcript-url and data-tickets-url. A `run` frame (a change
  *    with no event: a ticket claimed, released or assigned) refetches the tickets panel,
- *    unless the operator is editing in it (the next refresh shows the change).
+ *    unless the operator is editing in it (the next refresh shows the change). The
+ *    timeline opens scrolled to its newest event and stays there as events arrive, unless
+ *    the operator scrolled up to read: then it keeps still and #timeline-new counts the
+ *    new events below (a click scrolls down to them).
  *  - list pages ([data-live][data-socket-url]): the dashboard socket says which run
  *    changed; the page refetches that run's row (the same partial the page rendered, at
  *    data-row-url with data-row-placeholder replaced by the run id) and, at most once per
@@ -101,6 +104,33 @@
     "ticket_decided", "run_finish", "error"]);
   const TICKET_EVENTS = new Set(["run_start", "tool_call_done", "ticket_decided", "run_finish", "error"]);
 
+  // Keeps a scrolling log at its newest row while the reader is there (within FOLLOW_PX of
+  // the bottom); a reader who scrolled up keeps their place, and `hint` (a button, hidden
+  // until then) counts the rows added below and scrolls down to them.
+  const FOLLOW_PX = 24;
+  function followNewest(box, hint) {
+    const count = hint ? hint.querySelector("[data-count]") : null;
+    let unseen = 0;
+    function atBottom() { return box.scrollHeight - box.scrollTop - box.clientHeight <= FOLLOW_PX; }
+    function toBottom() { box.scrollTop = box.scrollHeight; }
+    function clearHint() {
+      unseen = 0;
+      if (hint) { hint.hidden = true; }
+    }
+    box.addEventListener("scroll", function () { if (atBottom()) { clearHint(); } });
+    if (hint) { hint.addEventListener("click", function () { toBottom(); clearHint(); }); }
+    toBottom();
+    return {
+      following: atBottom,
+      added: function (stick) {
+        if (stick) { toBottom(); return; }
+        unseen += 1;
+        if (count) { count.textContent = String(unseen); }
+        if (hint) { hint.hidden = false; }
+      },
+    };
+  }
+
   function runPage(page) {
     const timeline = document.getElementById("run-timeline");
     const live = document.getElementById("live-text");
@@ -111,6 +141,7 @@
     timeline.querySelectorAll(".ev[data-seq]").forEach(function (row) {
       lastSeq = Math.max(lastSeq, parseInt(row.dataset.seq, 10) || 0);
     });
+    const follow = followNewest(timeline, document.getElementById("timeline-new"));
     let ticketsDue = false;
     const refreshPanels = debounce(function () {
       refreshInto("run-header", page.dataset.headerUrl);
@@ -135,8 +166,9 @@
       page.dataset.afterSeq = String(lastSeq);
       const empty = document.getElementById("no-events");
       if (empty) { empty.remove(); }
+      const stick = follow.following();
       timeline.insertAdjacentHTML("beforeend", html);
-      timeline.scrollTop = timeline.scrollHeight;
+      follow.added(stick);
       if (TICKET_EVENTS.has(frame.event_type)) { ticketsDue = true; }
       if (PANEL_EVENTS.has(frame.event_type)) { refreshPanels(); }
       return true;

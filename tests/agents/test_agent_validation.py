@@ -32,7 +32,7 @@ def form_data(agent: Agent, **changes: Any) -> dict[str, Any]:
         "model": agent.model_id or "",
         "endpoint": "",
         "system_prompt": "Be brief.",
-        "tools": '["calculator"]',
+        "tools": ["calculator"],
         "permission": '{"default_behavior": "allow", "rules": []}',
         "max_rounds": 8,
         "stop_conditions": "[]",
@@ -54,7 +54,7 @@ def cycle_pair() -> tuple[Agent, Agent]:
 # (case id, form changes, ORM changes for the Validate page, field, message fragment)
 CASES: list[tuple[str, dict[str, Any], dict[str, Any], str, str]] = [
     ("no_model_no_endpoint", {"model": ""}, {"model": None}, "model", NO_MODEL),
-    ("unknown_tool", {"tools": '["nope"]'}, {"tools": ["nope"]}, "tools", "Unknown tools: nope"),
+    ("unknown_tool", {"tools": ["nope"]}, {"tools": ["nope"]}, "tools", "Unknown tools: nope"),
     (
         "bad_pattern",
         {"permission": '{"rules": [{"tool": "Bash(command =~ \\"(\\")", "behavior": "deny"}]}'},
@@ -223,7 +223,7 @@ def test_an_unpublished_delegate_blocks_publishing_but_not_saving(root_client):
 
 def test_the_add_form_validates_too(root_client):
     agent = AgentFactory(slug="template")
-    data = form_data(agent, slug="brand-new", name="New", model="", tools='["nope"]')
+    data = form_data(agent, slug="brand-new", name="New", model="", tools=["nope"])
     response = root_client.post(reverse("admin:agents_agent_add"), data)
     errors = response.context["adminform"].form.errors
     assert NO_MODEL in " ".join(errors["model"]) and "Unknown tools: nope" in " ".join(

@@ -66,6 +66,8 @@ def test_schema_is_public_and_describes_every_endpoint(client: Client):
         "/api/v1/runs/{run_id}/decisions": {"post"},
         "/api/v1/runs/{run_id}/inputs": {"post"},
         "/api/v1/runs/{run_id}/priority": {"post"},
+        "/api/v1/runs/{run_id}/export": {"get"},
+        "/api/v1/runs/export.csv": {"get"},
         "/api/v1/tickets": {"get"},
         "/api/v1/tickets/{ticket_id}": {"get"},
         "/api/v1/tickets/{ticket_id}/decision": {"post"},
@@ -85,6 +87,7 @@ def test_schema_is_public_and_describes_every_endpoint(client: Client):
         "/api/v1/endpoints/{endpoint_id}": {"get"},
         "/api/v1/endpoints/{endpoint_id}/check": {"post"},
         "/api/v1/audit": {"get"},
+        "/api/v1/audit/export.csv": {"get"},
         "/api/v1/saved-views": {"get", "post"},
         "/api/v1/saved-views/{view_id}": {"delete"},
     }

@@ -88,7 +88,7 @@ def _prepare_database() -> None:
     call_command("migrate", verbosity=0, interactive=False)
     with contextlib.redirect_stdout(io.StringIO()):
         call_command("seed_demo")  # prints the admin password: not wanted in the output
-    user = User.objects.create_user(OPERATOR[0], password=OPERATOR[1], first_name="Dana")
+    user = User.objects.create_user(OPERATOR[0], "dana@example.com", OPERATOR[1], first_name="Dana")
     user.groups.add(Group.objects.get(name="operator"))
     model, _ = Model.objects.update_or_create(
         slug="flaky-demo",
@@ -185,6 +185,11 @@ class Demo:
         )
         return Ticket.objects.get(run_id=run_id, status="pending")
 
+    def decided_ticket(self, key: str) -> Any:
+        from runs.models import Ticket
+
+        return Ticket.objects.get(run_id=self.ids[key], status="decided")
+
     def decide(self, key: str, form: dict[str, str]) -> None:
         self._post(f"/tickets/{self.ticket(key).pk}/decide", form)
 
@@ -278,6 +283,62 @@ def _capture_admin(context: Any, out: Path) -> list[Path]:
     return written
 
 
+def _capture_teamwork(context: Any, demo: Demo, out: Path) -> list[Path]:
+    """The pages for teams, as the admin: a ticket the operator is on (claimed through the
+    page), a policy's preview in the inbox, and a rule proposed from a decision."""
+    from tests.browser.helpers import login
+
+    context.clear_cookies()
+    operator = context.new_page()
+    login(operator, *OPERATOR)
+    operator.goto("/inbox/")
+    operator.locator("h1 .conn").filter(has_text="live").wait_for()
+    email = demo.ticket("email")
+    operator.locator(f"#ticket-row-{email.pk}").get_by_role("button", name="Claim").click()
+    operator.locator(f"#ticket-row-{email.pk}").get_by_text("you are on this").wait_for()
+    # a keyboard approval's undo window, caught while it counts down (then undone)
+    waiting = operator.locator(f"#ticket-row-{demo.ticket('waiting').pk}")
+    waiting.focus()
+    operator.keyboard.press("a")
+    waiting.locator(".undo-note").filter(has_text="Approving in").wait_for()
+    written = [out / "inbox-undo.png"]
+    operator.screenshot(path=str(written[-1]), full_page=True)
+    operator.keyboard.press("u")
+    waiting.locator(".undo-note").wait_for(state="hidden")
+    # the operator's own subscription: email when a note ticket of the note taker opens
+    operator.goto("/notifications/")
+    form = operator.locator("form").filter(has=operator.get_by_role("textbox", name="Tool"))
+    form.get_by_role("combobox", name="Agent").select_option("approver")
+    form.get_by_role("textbox", name="Tool").fill("write_*")
+    form.get_by_role("button", name="Subscribe").click()
+    operator.get_by_text("write_*").first.wait_for()
+    written.append(out / "notifications.png")
+    operator.screenshot(path=str(written[-1]), full_page=True)
+    operator.close()
+
+    context.clear_cookies()
+    page = context.new_page()
+    login(page, *ADMIN, admin=True)
+    page.goto("/inbox/")
+    page.locator("h1 .conn").filter(has_text="live").wait_for()
+    page.locator(f"#ticket-row-{email.pk}").get_by_text("on this").wait_for()
+    panel = page.locator("#inbox-policy")
+    panel.locator("summary").click()
+    panel.get_by_label("Agent").select_option("approver")
+    panel.get_by_role("button", name="Preview").click()
+    page.locator("#inbox-policy-out").get_by_role("heading").wait_for()
+    written.append(out / "inbox-teamwork.png")
+    page.screenshot(path=str(written[-1]), full_page=True)
+
+    decided = demo.decided_ticket("finished")
+    page.goto(f"/tickets/{decided.pk}/rule?behavior=allow")
+    page.wait_for_load_state("networkidle")
+    written.append(out / "rule-from-decision.png")
+    page.screenshot(path=str(written[-1]), full_page=True)
+    page.close()
+    return written
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "static" / "docs")
@@ -317,6 +378,7 @@ def main(argv: list[str] | None = None) -> int:
             _create_demo_data(demo)
             written = _capture(page, demo, out)
             written += _capture_admin(context, out)
+            written += _capture_teamwork(context, demo, out)
             browser.close()
     for path in written:
         print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")

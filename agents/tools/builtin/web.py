@@ -40,7 +40,7 @@ def tls_context() -> ssl.SSLContext:
     return ssl.create_default_context()
 
 
-class _PinnedConnection(http.client.HTTPConnection):
+class PinnedConnection(http.client.HTTPConnection):
     """An HTTP(S) connection to already-vetted addresses: the hostname is used only for the
     Host header and TLS (SNI and certificate check), never resolved again, so DNS rebinding
     between the check and the connect cannot reach a private address."""
@@ -151,7 +151,7 @@ class HttpGetTool:
         if ctx.cancel.is_cancelled():
             raise FetchError("Cancelled before fetching.")
 
-        connection = _PinnedConnection(
+        connection = PinnedConnection(
             host, port, addresses, timeout, tls_context() if tls else None
         )
         try:
@@ -216,7 +216,7 @@ class HttpGetTool:
 
     @staticmethod
     def _read_body(
-        connection: _PinnedConnection,
+        connection: PinnedConnection,
         response: http.client.HTTPResponse,
         cap: int,
         deadline: float,

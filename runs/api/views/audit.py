@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from django.db.models import Q
+from typing import Any
+
+from django.db.models import Q, QuerySet
 from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -15,6 +17,18 @@ from runs.selectors import keyset_page
 
 from .. import serializers as s
 from ..pagination import check_cursor
+
+
+def audit_entries(query: dict[str, Any]) -> QuerySet[AuditEntry]:
+    """The entries a validated AuditQuerySerializer selects (the list and its CSV export)."""
+    entries = AuditEntry.objects.all()
+    if query.get("action"):
+        entries = entries.filter(action__startswith=query["action"])
+    if query.get("actor"):
+        entries = entries.filter(Q(actor_label=query["actor"]) | Q(actor__username=query["actor"]))
+    if query.get("run"):
+        entries = entries.filter(run_id=query["run"])
+    return entries
 
 
 class AuditListView(ApiView):
@@ -32,15 +46,6 @@ class AuditListView(ApiView):
     def get(self, request: Request) -> Response:
         query = validated(s.AuditQuerySerializer, request.query_params)
         cursor = check_cursor(query.get("cursor"), uuid_pk=False)
-        entries = AuditEntry.objects.all()
-        if query.get("action"):
-            entries = entries.filter(action__startswith=query["action"])
-        if query.get("actor"):
-            entries = entries.filter(
-                Q(actor_label=query["actor"]) | Q(actor__username=query["actor"])
-            )
-        if query.get("run"):
-            entries = entries.filter(run_id=query["run"])
-        page = keyset_page(entries, cursor, query["limit"])
+        page = keyset_page(audit_entries(query), cursor, query["limit"])
         items = s.AuditEntrySerializer(page.items, many=True).data
         return Response({"items": items, "next_cursor": page.next_cursor})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
@@ -47,6 +49,25 @@ START_EXAMPLE = OpenApiExample(
 NO_FORMAT = OpenApiParameter("format", exclude=True)
 
 
+def run_filters(query: dict[str, Any]) -> selectors.RunFilters:
+    """The filters of a validated RunListQuerySerializer (the list and its CSV export)."""
+    return selectors.RunFilters(
+        status=query.get("status") or "",
+        waiting_reason=query.get("waiting_reason") or "",
+        agent=query.get("agent_id") or "",
+        thread=str(query["thread_id"]) if query.get("thread_id") else "",
+        since=query.get("created_after"),
+        until=query.get("created_before"),
+        q=query.get("q") or "",
+        reason=query.get("reason") or "",
+        provider=query.get("provider") or "",
+        endpoint=query.get("endpoint") or "",
+        waiting_tool=query.get("waiting_tool") or "",
+        waiting_longer_than=query.get("waiting_longer_than"),
+        sort=query["sort"],
+    )
+
+
 class RunListView(SseView):
     required_perms = {"GET": perms.VIEW, "POST": perms.START}
 
@@ -60,21 +81,7 @@ class RunListView(SseView):
     def get(self, request: Request) -> Response:
         query = validated(s.RunListQuerySerializer, request.query_params)
         cursor = check_cursor(query.get("cursor"), uuid_pk=True)
-        filters = selectors.RunFilters(
-            status=query.get("status") or "",
-            waiting_reason=query.get("waiting_reason") or "",
-            agent=query.get("agent_id") or "",
-            thread=str(query["thread_id"]) if query.get("thread_id") else "",
-            since=query.get("created_after"),
-            until=query.get("created_before"),
-            q=query.get("q") or "",
-            reason=query.get("reason") or "",
-            provider=query.get("provider") or "",
-            endpoint=query.get("endpoint") or "",
-            waiting_tool=query.get("waiting_tool") or "",
-            waiting_longer_than=query.get("waiting_longer_than"),
-            sort=query["sort"],
-        )
+        filters = run_filters(query)
         page = selectors.run_list(filters=filters, cursor=cursor, size=query["limit"])
         items = s.RunSummarySerializer(page.items, many=True).data
         return Response({"items": items, "next_cursor": page.next_cursor})

@@ -1,0 +1,354 @@
+"""Admin for notifications (docs/notifications.md): channels with a write-only URL and
+signing secret (a generated secret is shown once, on the page after saving), routing
+rules, operators' subscriptions, and the read-only delivery log with a "Redeliver" action
+(audited; it needs the permission to change channels)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_email
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.decorators import method_decorator
+from django.utils.html import format_html
+from django.views.decorators.debug import sensitive_post_parameters
+
+from agents.admin.base import AuditedAdmin
+from common.audit import request_actor
+from common.errors import ServiceError
+from runs.models import (
+    NotificationChannel,
+    NotificationDelivery,
+    NotificationEvent,
+    NotificationRule,
+    NotificationSubscription,
+)
+from runs.services.notifications import delivery_redeliver, route_errors
+from runs.services.notify_send import (
+    channel_set_secret,
+    channel_set_url,
+    new_signing_secret,
+    target_url_error,
+)
+
+MIN_SECRET_CHARS = 16
+MAX_REDELIVER = 500
+GENERATED_SECRET = "_awaken_generated_secret"  # request attribute: the page shows it once
+WRITE_ONLY = forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"})
+
+
+def email_list(raw: str) -> list[str]:
+    return [address.strip() for address in (raw or "").split(",") if address.strip()]
+
+
+class NotificationChannelForm(forms.ModelForm):
+    url = forms.CharField(
+        label="URL",
+        required=False,
+        strip=True,
+        max_length=2000,
+        widget=WRITE_ONLY,
+        help_text="Webhook and Slack channels: where to POST. Write-only: stored encrypted "
+        "(it may carry a token) and never shown again; leave blank to keep the stored one. "
+        "Its host must resolve to a public address unless AWAKEN_NOTIFY_ALLOW_PRIVATE is set.",
+    )
+    signing_secret = forms.CharField(
+        label="Signing secret",
+        required=False,
+        strip=True,
+        max_length=500,
+        widget=WRITE_ONLY,
+        help_text=f"Webhook channels: the HMAC-SHA256 key receivers verify with (at least "
+        f"{MIN_SECRET_CHARS} characters). Write-only; leave blank to keep the stored one, or "
+        "tick the box below to have one generated.",
+    )
+    generate_secret = forms.BooleanField(
+        label="Generate a new signing secret",
+        required=False,
+        help_text="It is shown once, on the page after saving. A new webhook channel with "
+        "no secret typed gets one generated.",
+    )
+
+    class Meta:
+        model = NotificationChannel
+        fields = ["name", "kind", "enabled", "email_to"]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        kind = data.get("kind")
+        url, secret = data.get("url") or "", data.get("signing_secret") or ""
+        Kind = NotificationChannel.Kind
+        if kind == Kind.EMAIL:
+            self._clean_email(data, url, secret)
+        elif kind in (Kind.WEBHOOK, Kind.SLACK):
+            if url:
+                problem = target_url_error(url)
+                if problem:
+                    self.add_error("url", problem)
+            elif not self.instance.url_encrypted:
+                self.add_error("url", "Enter the URL to POST notifications to.")
+            if data.get("email_to"):
+                self.add_error("email_to", "Only email channels have recipients.")
+        if kind == Kind.WEBHOOK:
+            if secret and data.get("generate_secret"):
+                self.add_error("generate_secret", "Either type a secret or generate one, not both.")
+            elif secret and len(secret) < MIN_SECRET_CHARS:
+                self.add_error("signing_secret", f"Use at least {MIN_SECRET_CHARS} characters.")
+        elif secret or data.get("generate_secret"):
+            self.add_error("signing_secret", "Only webhook channels sign what they send.")
+        return data
+
+    def _clean_email(self, data: dict[str, Any], url: str, secret: str) -> None:
+        recipients = email_list(data.get("email_to") or "")
+        if not recipients:
+            self.add_error("email_to", "Enter one or more addresses, comma-separated.")
+        for address in recipients:
+            try:
+                validate_email(address)
+            except ValidationError:
+                self.add_error("email_to", f"'{address}' is not an email address.")
+        data["email_to"] = ", ".join(recipients)
+        if url:
+            self.add_error("url", "Email channels have no URL.")
+        if secret:
+            self.add_error("signing_secret", "Only webhook channels sign what they send.")
+
+    def save(self, commit: bool = True) -> NotificationChannel:
+        channel: NotificationChannel = super().save(commit=False)
+        data = self.cleaned_data
+        self.generated_secret = ""
+        if channel.kind == NotificationChannel.Kind.EMAIL:
+            channel_set_url(channel, "")
+            channel_set_secret(channel, "")
+        else:
+            if data.get("url"):
+                channel_set_url(channel, data["url"])
+            if channel.kind == NotificationChannel.Kind.SLACK:
+                channel_set_secret(channel, "")
+            elif data.get("signing_secret"):
+                channel_set_secret(channel, data["signing_secret"])
+            elif data.get("generate_secret") or not channel.signing_secret_encrypted:
+                self.generated_secret = new_signing_secret()
+                channel_set_secret(channel, self.generated_secret)
+        channel.updated_at = timezone.now()
+        if commit:
+            channel.save()
+        return channel
+
+
+@admin.register(NotificationChannel)
+class NotificationChannelAdmin(AuditedAdmin):
+    form = NotificationChannelForm
+    list_display = ("name", "kind", "target", "secret_stored", "enabled", "updated_at")
+    list_filter = ("kind", "enabled")
+    search_fields = ("name", "url_display", "email_to")
+    readonly_fields = ("url_state", "secret_state", "created_at", "updated_at")
+    fieldsets = (
+        (None, {"fields": ("name", "kind", "enabled")}),
+        ("Webhook and Slack", {"fields": ("url_state", "url")}),
+        ("Signing (webhooks)", {"fields": ("secret_state", "signing_secret", "generate_secret")}),
+        ("Email", {"fields": ("email_to",)}),
+        ("Record", {"fields": ("created_at", "updated_at")}),
+    )
+
+    @admin.display(description="target")
+    def target(self, obj: NotificationChannel) -> str:
+        return obj.email_to if obj.kind == NotificationChannel.Kind.EMAIL else obj.url_display
+
+    @admin.display(boolean=True, description="secret")
+    def secret_stored(self, obj: NotificationChannel) -> bool:
+        return bool(obj.signing_secret_encrypted)
+
+    @admin.display(description="stored URL")
+    def url_state(self, obj: NotificationChannel) -> str:
+        if obj.url_encrypted:
+            return f"{obj.url_display}/… (stored encrypted; never shown)"
+        return "None stored."
+
+    @admin.display(description="stored secret")
+    def secret_state(self, obj: NotificationChannel) -> str:
+        return "Stored (encrypted; never shown)." if obj.signing_secret_encrypted else "None."
+
+    @method_decorator(sensitive_post_parameters("url", "signing_secret"))
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> Any:
+        return super().changeform_view(request, object_id, form_url, extra_context)
+
+    def save_model(self, request: Any, obj: Any, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        setattr(request, GENERATED_SECRET, getattr(form, "generated_secret", ""))
+
+    def _secret_page(self, request: HttpRequest, obj: NotificationChannel) -> HttpResponse:
+        response = render(
+            request,
+            "admin/runs/notificationchannel/secret_shown.html",
+            {
+                **self.admin_site.each_context(request),
+                "opts": self.opts,
+                "channel": obj,
+                "secret": getattr(request, GENERATED_SECRET),
+                "change_url": reverse("admin:runs_notificationchannel_change", args=[obj.pk]),
+                "list_url": reverse("admin:runs_notificationchannel_changelist"),
+                "title": f"Signing secret of {obj.name}",
+            },
+        )
+        response["Cache-Control"] = "no-store"  # the secret is on this page, once
+        return response
+
+    def response_add(self, request: Any, obj: Any, post_url_continue: Any = None) -> Any:
+        if getattr(request, GENERATED_SECRET, ""):
+            return self._secret_page(request, obj)
+        return super().response_add(request, obj, post_url_continue)
+
+    def response_change(self, request: Any, obj: Any) -> Any:
+        if getattr(request, GENERATED_SECRET, ""):
+            return self._secret_page(request, obj)
+        return super().response_change(request, obj)
+
+
+class RouteForm(forms.ModelForm):
+    """Events as checkboxes (none: every event), an agent (none: every agent) and a tool
+    glob (ticket events only)."""
+
+    events = forms.MultipleChoiceField(
+        choices=NotificationEvent.choices,
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="None ticked: every event.",
+    )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        data["tool"] = (data.get("tool") or "").strip()
+        for field, message in route_errors(list(data.get("events") or []), data["tool"]).items():
+            self.add_error(field, message)
+        return data
+
+
+class NotificationRuleForm(RouteForm):
+    class Meta:
+        model = NotificationRule
+        fields = ["channel", "events", "agent", "tool", "enabled"]
+
+
+class NotificationSubscriptionForm(RouteForm):
+    class Meta:
+        model = NotificationSubscription
+        fields = ["user", "events", "agent", "tool"]
+
+
+def events_label(events: list[str]) -> str:
+    return ", ".join(events) if events else "every event"
+
+
+@admin.register(NotificationRule)
+class NotificationRuleAdmin(AuditedAdmin):
+    form = NotificationRuleForm
+    list_display = ("id", "channel", "event_list", "agent", "tool", "enabled")
+    list_filter = ("enabled", "channel", "agent")
+    list_select_related = ("channel", "agent")
+
+    @admin.display(description="events")
+    def event_list(self, obj: NotificationRule) -> str:
+        return events_label(obj.events)
+
+
+@admin.register(NotificationSubscription)
+class NotificationSubscriptionAdmin(AuditedAdmin):
+    form = NotificationSubscriptionForm
+    list_display = ("id", "user", "event_list", "agent", "tool", "created_at")
+    list_filter = ("agent",)
+    list_select_related = ("user", "agent")
+    search_fields = ("user__username", "user__email")
+
+    @admin.display(description="events")
+    def event_list(self, obj: NotificationSubscription) -> str:
+        return events_label(obj.events)
+
+
+@admin.register(NotificationDelivery)
+class NotificationDeliveryAdmin(admin.ModelAdmin):
+    """The delivery log: read-only; "Redeliver" queues delivered or failed ones again."""
+
+    list_display = (
+        "created_at",
+        "event",
+        "subject",
+        "run_link",
+        "destination",
+        "status",
+        "attempts",
+        "response_code",
+        "error_excerpt",
+        "last_attempt_at",
+        "next_attempt_at",
+        "delivered_at",
+    )
+    list_filter = ("status", "event", "channel")
+    list_select_related = ("channel", "user")
+    search_fields = ("=id", "subject")
+    ordering = ("-id",)  # ids are UUID v7: newest first, through the primary key
+    show_full_result_count = False
+    actions = ["redeliver"]
+
+    def has_add_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
+    def has_redeliver_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.has_perm("runs.change_notificationchannel"))
+
+    @admin.display(description="destination")
+    def destination(self, obj: NotificationDelivery) -> str:
+        if obj.channel is not None:
+            return str(obj.channel.name)
+        return f"user {obj.user.get_username()}" if obj.user is not None else "-"
+
+    @admin.display(description="run")
+    def run_link(self, obj: NotificationDelivery) -> str:
+        run_id = ((obj.payload or {}).get("run") or {}).get("id")
+        if not run_id:
+            return "-"
+        return format_html(
+            '<a href="{}">{}</a>', reverse("runs:run-detail", args=[run_id]), str(run_id)[:8]
+        )
+
+    @admin.display(description="last error")
+    def error_excerpt(self, obj: NotificationDelivery) -> str:
+        error = obj.last_error or ""
+        return error if len(error) <= 120 else error[:117] + "…"
+
+    @admin.action(description="Redeliver the selected notifications", permissions=["redeliver"])
+    def redeliver(self, request: HttpRequest, queryset: Any) -> None:
+        deliveries = list(queryset[: MAX_REDELIVER + 1])
+        if len(deliveries) > MAX_REDELIVER:
+            self.message_user(
+                request, f"Select at most {MAX_REDELIVER} to redeliver at once.", messages.ERROR
+            )
+            return
+        actor = request_actor(request, "admin")
+        queued = 0
+        for delivery in deliveries:
+            try:
+                delivery_redeliver(delivery, actor)
+                queued += 1
+            except ServiceError as exc:
+                self.message_user(request, exc.message, messages.WARNING)
+        if queued:
+            self.message_user(request, f"Queued {queued} notification(s) again.", messages.SUCCESS)

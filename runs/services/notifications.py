@@ -1,0 +1,503 @@
+"""Notifications (docs/notifications.md): routing events to channels and subscribers, the
+durable outbox and its drain.
+
+`notify_ticket` and `notify_run` are called inside the transaction of the event they tell
+about: they write one outbox row (a NotificationDelivery) per destination, deduplicated
+by the (destination, event, subject) constraints, so the notification exists exactly
+when the event committed. `notifications_drain` (the `runs.deliver_notifications` task,
+kicked after commit and ticked by beat) sends the due rows outside any transaction, each
+under a lease, and retries failures with exponential backoff until they are delivered or
+out of attempts. How one delivery is sent: `runs.services.notify_send`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fnmatch
+import json
+import logging
+import random
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from celery import current_app
+from django.conf import settings
+from django.db import transaction
+from django.db.models import BigIntegerField, Value
+from django.db.models.signals import post_delete, post_save
+from django.urls import reverse
+from django.utils import timezone
+
+from agents.models import Agent
+from agents.selectors import agent_version_by_id
+from common.audit import Actor, audit_record
+from common.errors import IllegalTransition, InvalidInput
+from runs.models import (
+    NotificationChannel,
+    NotificationDelivery,
+    NotificationEvent,
+    NotificationRule,
+    NotificationSubscription,
+    Run,
+    Ticket,
+)
+from runs.services.notify_send import SendOutcome, send_delivery
+
+logger = logging.getLogger(__name__)
+
+DRAIN_TASK = "runs.deliver_notifications"
+CLAIM_BATCH = 10  # rows taken under one lease
+LEASE_MARGIN_SECONDS = 30.0
+MAX_ARGUMENTS_CHARS = 4000  # larger tool arguments are left out of the payload
+EVENTS = {choice.value for choice in NotificationEvent}
+TICKET_EVENTS = {NotificationEvent.TICKET_OPENED, NotificationEvent.TICKET_DEADLINE_NEAR}
+
+
+# --- routing ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Route:
+    """One enabled rule (to a channel) or subscription (to a user)."""
+
+    channel_id: int | None
+    user_id: int | None
+    events: frozenset[str]
+    agent_id: int | None
+    tool: str
+
+    def matches(self, event: str, agent_id: int | None, tool: str | None) -> bool:
+        if self.events and event not in self.events:
+            return False
+        if self.agent_id is not None and self.agent_id != agent_id:
+            return False
+        if self.tool:  # a tool pattern routes only events about a tool call (tickets)
+            return tool is not None and fnmatch.fnmatchcase(tool, self.tool)
+        return True
+
+    @property
+    def destination(self) -> tuple[str, int]:
+        if self.channel_id is not None:
+            return ("channel", self.channel_id)
+        assert self.user_id is not None
+        return ("user", self.user_id)
+
+
+class _NoRoutes:
+    """Until when this process may assume there is no rule and no subscription at all, so
+    that opening a ticket costs no query. Only the empty answer is cached: a cached route
+    could name a channel deleted meanwhile (its outbox row would then break the event's
+    transaction). Saving or deleting a channel, rule or subscription in this process
+    forgets it at once; other processes see a new rule within the TTL."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._until = 0.0
+        self.generation = 0  # changes with every forget
+
+    def known(self) -> bool:
+        return time.monotonic() < self._until
+
+    def remember(self, ttl: float, generation: int) -> None:
+        """Remember an empty answer read at `generation`, unless a change came since."""
+        with self._lock:
+            if generation == self.generation:
+                self._until = time.monotonic() + ttl
+
+    def forget(self) -> None:
+        with self._lock:
+            self.generation += 1
+            self._until = 0.0
+
+
+no_routes = _NoRoutes()
+
+
+def _routing_changed(sender: Any, **kwargs: Any) -> None:
+    no_routes.forget()
+
+
+for _model in (NotificationChannel, NotificationRule, NotificationSubscription):
+    post_save.connect(_routing_changed, sender=_model, dispatch_uid=f"notify-routes-{_model}")
+    post_delete.connect(_routing_changed, sender=_model, dispatch_uid=f"notify-routes-d{_model}")
+
+
+def routes() -> list[Route]:
+    """Every enabled rule of an enabled channel and every subscription of an active user,
+    in one query (none while the process knows there are none)."""
+    if no_routes.known():
+        return []
+    generation = no_routes.generation
+    null = Value(None, output_field=BigIntegerField())
+    rules = (
+        NotificationRule.objects.filter(enabled=True, channel__enabled=True)
+        .order_by()
+        .values_list("channel_id", null, "events", "agent_id", "tool")
+    )
+    subscriptions = (
+        NotificationSubscription.objects.filter(user__is_active=True)
+        .order_by()
+        .values_list(null, "user_id", "events", "agent_id", "tool")
+    )
+    found = [
+        Route(channel_id, user_id, frozenset(events or ()), agent_id, tool or "")
+        for channel_id, user_id, events, agent_id, tool in rules.union(subscriptions, all=True)
+    ]
+    ttl = float(settings.AWAKEN_NOTIFY_ROUTES_CACHE_SECONDS)
+    if not found and ttl > 0:
+        no_routes.remember(ttl, generation)
+    return found
+
+
+def destinations(event: str, agent_id: int | None, tool: str | None) -> list[tuple[str, int]]:
+    """Where `event` goes: each channel and subscriber once, however many routes match."""
+    found: dict[tuple[str, int], None] = {}
+    for route in routes():
+        if route.matches(event, agent_id, tool):
+            found[route.destination] = None
+    return list(found)
+
+
+# --- payloads -----------------------------------------------------------------------------
+
+
+def site_url(path: str) -> str:
+    return f"{settings.AWAKEN_PUBLIC_URL}{path}"
+
+
+def _iso(value: dt.datetime | None) -> str | None:
+    return value.isoformat().replace("+00:00", "Z") if value else None
+
+
+def _agent_of(run: Run) -> dict[str, Any]:
+    """The run's agent as its pinned version names it (cached per process: no query)."""
+    if run.agent_version_id:
+        spec = agent_version_by_id(run.agent_version_id).spec
+        return {"id": spec.get("id"), "name": spec.get("name")}
+    agent = Agent.objects.filter(pk=run.agent_id).first()
+    return {"id": agent.slug, "name": agent.name} if agent else {"id": None, "name": None}
+
+
+def _run_error(run: Run) -> str | None:
+    if "error_payload" in run.get_deferred_fields():
+        return None
+    payload = run.error_payload
+    return str(payload.get("message")) if isinstance(payload, dict) else None
+
+
+def run_payload(run: Run, *, error: str | None = None) -> dict[str, Any]:
+    return {
+        "id": str(run.pk),
+        "status": run.status,
+        "status_reason": run.status_reason,
+        "agent": _agent_of(run),
+        "thread": str(run.thread_id),
+        "error": error if error is not None else _run_error(run),
+        "url": site_url(reverse("runs:run-detail", args=[run.pk])),
+    }
+
+
+def ticket_payload(ticket: Ticket) -> dict[str, Any]:
+    arguments = ticket.arguments
+    data: dict[str, Any] = {
+        "id": str(ticket.pk),
+        "ticket_id": ticket.ticket_id,
+        "tool": ticket.tool_name,
+        "message": ticket.message,
+        "reason": ticket.reason,
+        "status": ticket.status,
+        "created_at": _iso(ticket.created_at),
+        "deadline_at": _iso(ticket.deadline_at),
+        "default_action": ticket.default_action if ticket.deadline_at else None,
+    }
+    if len(json.dumps(arguments, default=str)) <= MAX_ARGUMENTS_CHARS:
+        data["arguments"] = arguments
+    else:
+        data["arguments_omitted"] = True  # too large for a notification: see the run page
+    return data
+
+
+def _queue(
+    event: str,
+    subject: str,
+    body: dict[str, Any],
+    targets: Iterable[tuple[str, int]],
+    now: dt.datetime,
+) -> list[NotificationDelivery]:
+    rows = []
+    for kind, target in targets:
+        row = NotificationDelivery(
+            event=event, subject=subject, created_at=now, next_attempt_at=now
+        )
+        if kind == "channel":
+            row.channel_id = target
+        else:
+            row.user_id = target
+        row.payload = {"id": str(row.id), "event": event, "occurred_at": _iso(now), **body}
+        rows.append(row)
+    return rows
+
+
+def _insert(rows: list[NotificationDelivery]) -> int:
+    """Write the outbox rows (a repeat of an event already queued inserts nothing) and
+    kick the drain once the transaction commits."""
+    if not rows:
+        return 0
+    NotificationDelivery.objects.bulk_create(rows, ignore_conflicts=True)
+    transaction.on_commit(kick_drain, robust=True)
+    return len(rows)
+
+
+def notify_tickets(tickets: Iterable[Ticket], event: str) -> int:
+    """Queue `event` about each ticket for every destination its routes match; returns
+    the rows offered. Waits on a child run (delegations) are nobody's to decide: skipped."""
+    now = timezone.now()
+    rows: list[NotificationDelivery] = []
+    for ticket in tickets:
+        if ticket.child_run_id is not None:
+            continue
+        targets = destinations(event, ticket.agent_id, ticket.tool_name)
+        if not targets:
+            continue
+        body = {
+            "ticket": ticket_payload(ticket),
+            "run": run_payload(ticket.run),
+            "url": site_url(reverse("runs:run-detail", args=[ticket.run_id])),
+        }
+        rows += _queue(event, f"ticket:{ticket.pk}", body, targets, now)
+    return _insert(rows)
+
+
+def notify_ticket(ticket: Ticket, event: str) -> int:
+    """Queue `event` (ticket.opened, ticket.deadline_near) about one ticket; call it in
+    the transaction that makes the event happen."""
+    return notify_tickets([ticket], event)
+
+
+def notify_run(run: Run, event: str, *, error: str | None = None) -> int:
+    """Queue `event` (run.failed, run.given_up) about a run; call it in the transaction
+    that ends the run. `error`: the failure's message when the run row was read without
+    its error payload."""
+    targets = destinations(event, run.agent_id, None)
+    if not targets:
+        return 0
+    body = {
+        "run": run_payload(run, error=error),
+        "url": site_url(reverse("runs:run-detail", args=[run.pk])),
+    }
+    return _insert(_queue(event, f"run:{run.pk}", body, targets, timezone.now()))
+
+
+def notify_run_finished(run: Run, error_payload: Any = None) -> int:
+    """A run has just ended: queue run.failed if it failed (an error, a timeout, a stop
+    condition), with the message of `error_payload` when there is one."""
+    if not run.is_failed:
+        return 0
+    message = error_payload.get("message") if isinstance(error_payload, dict) else None
+    return notify_run(
+        run, NotificationEvent.RUN_FAILED, error=None if message is None else str(message)
+    )
+
+
+def kick_drain() -> None:
+    """Ring the drain's doorbell; losing it loses nothing (beat ticks it anyway)."""
+    try:
+        current_app.tasks[DRAIN_TASK].delay()
+    except Exception:
+        logger.warning("could not enqueue %s; the next tick will drain", DRAIN_TASK, exc_info=True)
+
+
+# --- the drain ----------------------------------------------------------------------------
+
+
+def _due(now: dt.datetime) -> Any:
+    active = [NotificationDelivery.Status.PENDING, NotificationDelivery.Status.SENDING]
+    return NotificationDelivery.objects.filter(status__in=active, next_attempt_at__lte=now)
+
+
+def _claim(batch: int) -> list[NotificationDelivery]:
+    """Take up to `batch` due rows (a `sending` row whose lease lapsed is due again): mark
+    them `sending` under a lease and count the attempt, in one short transaction."""
+    now = timezone.now()
+    timeout = float(settings.AWAKEN_NOTIFY_TIMEOUT)
+    with transaction.atomic():
+        rows = list(
+            _due(now)
+            .select_related("channel", "user")
+            .select_for_update(skip_locked=True, of=("self",))
+            .order_by("next_attempt_at")[:batch]
+        )
+        if not rows:
+            return []
+        lease = now + dt.timedelta(seconds=timeout * len(rows) + LEASE_MARGIN_SECONDS)
+        for row in rows:
+            row.status = NotificationDelivery.Status.SENDING
+            row.attempts += 1
+            row.next_attempt_at = lease
+            row.last_attempt_at = now
+        NotificationDelivery.objects.bulk_update(
+            rows, ["status", "attempts", "next_attempt_at", "last_attempt_at"]
+        )
+    return rows
+
+
+def retry_delay(attempts: int) -> float:
+    """Seconds before the next attempt after `attempts` failed ones: exponential, capped,
+    with jitter (half to all of it) so that a receiver coming back is not hit at once."""
+    base = float(settings.AWAKEN_NOTIFY_RETRY_BASE_SECONDS)
+    cap = float(settings.AWAKEN_NOTIFY_RETRY_MAX_SECONDS)
+    delay = min(cap, base * 2 ** max(attempts - 1, 0))
+    return delay * random.uniform(0.5, 1.0)
+
+
+def _finish(row: NotificationDelivery, outcome: SendOutcome) -> str:
+    """Record one attempt's outcome, if this drainer still holds the row (a guarded
+    update: a drainer whose lease lapsed writes nothing). Returns what became of it."""
+    now = timezone.now()
+    fields: dict[str, Any] = {
+        "response_code": outcome.response_code,
+        "last_error": outcome.error[:2000],
+    }
+    Status = NotificationDelivery.Status
+    if outcome.ok:
+        fields.update(status=Status.DELIVERED, delivered_at=now)
+    elif outcome.permanent or row.attempts >= settings.AWAKEN_NOTIFY_MAX_ATTEMPTS:
+        fields.update(status=Status.FAILED)
+    else:
+        fields.update(
+            status=Status.PENDING,
+            next_attempt_at=now + dt.timedelta(seconds=retry_delay(row.attempts)),
+        )
+    held = NotificationDelivery.objects.filter(
+        pk=row.pk, status=Status.SENDING, attempts=row.attempts
+    )
+    if not held.update(**fields):
+        return "lost"
+    return {Status.DELIVERED: "delivered", Status.FAILED: "failed"}.get(
+        fields["status"], "retrying"
+    )
+
+
+def notifications_drain(limit: int = 200) -> dict[str, int]:
+    """Send up to `limit` due deliveries; each is taken under a lease, sent outside any
+    transaction, then marked delivered, rescheduled or failed. Safe to run concurrently."""
+    counts = {"delivered": 0, "retrying": 0, "failed": 0, "lost": 0}
+    taken = 0
+    while taken < limit:
+        rows = _claim(min(CLAIM_BATCH, limit - taken))
+        if not rows:
+            break
+        taken += len(rows)
+        for row in rows:
+            try:
+                outcome = send_delivery(row)
+            except Exception as exc:  # a bug must not leave the row leased for good
+                logger.exception("notification %s: sending failed", row.pk)
+                outcome = SendOutcome(error=f"internal error: {type(exc).__name__}: {exc}")
+            counts[_finish(row, outcome)] += 1
+    return counts
+
+
+# --- redelivery and subscriptions ---------------------------------------------------------
+
+
+def delivery_redeliver(delivery: NotificationDelivery, actor: Actor) -> NotificationDelivery:
+    """Send a delivered or failed notification again, with its id (a receiver that
+    already processed it recognises it), a fresh set of attempts. Audited."""
+    Status = NotificationDelivery.Status
+    now = timezone.now()
+    with transaction.atomic():
+        updated = NotificationDelivery.objects.filter(
+            pk=delivery.pk, status__in=[Status.DELIVERED, Status.FAILED]
+        ).update(
+            status=Status.PENDING,
+            attempts=0,
+            next_attempt_at=now,
+            delivered_at=None,
+            response_code=None,
+            last_error="",
+        )
+        if not updated:
+            raise IllegalTransition(
+                f"notification {delivery.pk} is still being sent; redeliver it once it is "
+                "delivered or failed"
+            )
+        audit_record(
+            actor=actor,
+            action="notification.redeliver",
+            target_type="notificationdelivery",
+            target_id=delivery.pk,
+            before={"status": delivery.status, "attempts": delivery.attempts},
+            after={"status": Status.PENDING},
+            comment=f"{delivery.event} {delivery.subject}",
+        )
+        transaction.on_commit(kick_drain, robust=True)
+    delivery.refresh_from_db()
+    return delivery
+
+
+def route_errors(events: list[str], tool: str) -> dict[str, str]:
+    """Field -> what to fix, for the events and tool pattern of a rule or subscription."""
+    errors: dict[str, str] = {}
+    unknown = sorted(set(events) - EVENTS)
+    if unknown:
+        errors["events"] = f"Unknown events: {', '.join(unknown)}."
+    if len(tool) > 200:
+        errors["tool"] = "The tool pattern is longer than 200 characters."
+    elif tool and set(events) - TICKET_EVENTS:
+        errors["tool"] = (
+            "A tool pattern applies to ticket events only (runs have no tool): choose ticket "
+            "events only, or leave the tool empty."
+        )
+    return errors
+
+
+def subscription_add(
+    *, user: Any, events: list[str], agent: Agent | None, tool: str, actor: Actor
+) -> NotificationSubscription:
+    """Subscribe `user` (by email to their own address) to events; audited."""
+    tool = (tool or "").strip()
+    errors = route_errors(events, tool)
+    if errors:
+        raise InvalidInput(" ".join(errors.values()), errors)
+    with transaction.atomic():
+        subscription = NotificationSubscription.objects.create(
+            user=user, events=sorted(set(events)), agent=agent, tool=tool
+        )
+        audit_record(
+            actor=actor,
+            action="notificationsubscription.create",
+            target_type="notificationsubscription",
+            target_id=subscription.pk,
+            after=_subscription_snapshot(subscription),
+        )
+    return subscription
+
+
+def subscription_delete(subscription: NotificationSubscription, actor: Actor) -> None:
+    with transaction.atomic():
+        audit_record(
+            actor=actor,
+            action="notificationsubscription.delete",
+            target_type="notificationsubscription",
+            target_id=subscription.pk,
+            before=_subscription_snapshot(subscription),
+        )
+        subscription.delete()
+
+
+def _subscription_snapshot(subscription: NotificationSubscription) -> dict[str, Any]:
+    return {
+        "user": subscription.user_id,
+        "events": subscription.events,
+        "agent": subscription.agent_id,
+        "tool": subscription.tool,
+    }
+
+
+def deliveries_of(user: Any, limit: int = 50) -> list[NotificationDelivery]:
+    """The user's own recent notifications (those their subscriptions queued)."""
+    return list(NotificationDelivery.objects.filter(user=user).order_by("-created_at")[:limit])
