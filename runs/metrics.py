@@ -216,6 +216,8 @@ class ActivationTimer:
         self.agent = agent
         self.step_started: float | None = None
         self.mark: float | None = None
+        # each timed call's duration (ms) by call id, until its checkpoint takes it
+        self.tool_ms: dict[str, int] = {}
 
     def observe(self, event: dict[str, Any]) -> None:
         kind = event["event_type"]
@@ -239,6 +241,7 @@ class ActivationTimer:
                 TOOL_CALL_FAILURES.labels(tool).inc()
             if self.mark is not None:
                 TOOL_CALL_DURATION.labels(tool).observe(now - self.mark)
+                self.tool_ms[str(event.get("id") or "")] = int((now - self.mark) * 1000)
             self.mark = now
 
 
@@ -273,7 +276,8 @@ def counts_attempts(send: Callable[[Any], Any]) -> Callable[[Any], Any]:
 
     @functools.wraps(send)
     def counted(row: Any) -> Any:
-        kind = row.channel.kind if row.channel_id else "email"  # a subscription mails
+        # a subscription mails; a channel deleted meanwhile counts as "deleted"
+        kind = (row.channel.kind if row.channel else "deleted") if row.channel_id else "email"
         try:
             result = send(row)
         except Exception:

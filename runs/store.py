@@ -10,6 +10,7 @@ commit.
 from __future__ import annotations
 
 import datetime as dt
+from collections import Counter
 from typing import Any
 
 from django.db import transaction
@@ -161,7 +162,8 @@ def load_open_tool_calls(run_id: Any) -> dict[str, rt.ToolCallState]:
 class OrmCheckpointStore:
     """`announced`: the run's log already holds the `run_start` this activation emits
     first (the submission committed it, so a client sees the run begin at once); the
-    first checkpoint leaves it out instead of writing it twice."""
+    first checkpoint leaves it out instead of writing it twice. `timer`: the live sink's,
+    which knows how long each tool call took."""
 
     def __init__(
         self,
@@ -170,11 +172,13 @@ class OrmCheckpointStore:
         lease_seconds: float | None = None,
         *,
         announced: bool = False,
+        timer: metrics.ActivationTimer | None = None,
     ) -> None:
         self.run_id = run_id
         self.attempt = attempt
         self.lease_seconds = lease_seconds
         self.announced = announced
+        self.timer = timer
 
     def load_run(self, run_id: str) -> rt.RunRecord | None:
         run = Run.objects.select_related("agent").filter(pk=run_id).first()
@@ -205,7 +209,7 @@ class OrmCheckpointStore:
             # the thread row is written once: message count guard and run pointers together
             if not self._append_messages(checkpoint, thread_projection(run)):
                 apply_thread_projection(run)
-            self._save_tool_calls(run, checkpoint, now)
+            tools = self._save_tool_calls(run, checkpoint, now)
             events_append(run, events, now=now, save_counter=False)
             if checkpoint.background_starts or checkpoint.background_delivered:
                 background_record(
@@ -214,7 +218,8 @@ class OrmCheckpointStore:
             delivered = None
             if finishing:
                 if run.finished_at == now:  # it was not done before
-                    stats.run_finished(run)
+                    stats.run_finished(run, tools)
+                    tools = Counter()
                     notify_run_finished(run, checkpoint.record.error_payload)
                     metrics.run_finished(
                         checkpoint.record.agent_id,
@@ -232,6 +237,7 @@ class OrmCheckpointStore:
                 delivered = steer_deliver(run, count)
             else:
                 wake_if_work_finished(run)
+            stats.apply_usage(tools)  # last: the finished tool calls' counters, if any
         if checkpoint.events:  # the activation's run_start is behind us
             self.announced = False
         return delivered
@@ -291,12 +297,16 @@ class OrmCheckpointStore:
             fields["lease_expires_at"] = Now() + dt.timedelta(seconds=self.lease_seconds)
         return fields
 
-    def _save_tool_calls(self, run: Run, checkpoint: Checkpoint, now: dt.datetime) -> None:
+    def _save_tool_calls(
+        self, run: Run, checkpoint: Checkpoint, now: dt.datetime
+    ) -> Counter[stats.UsageKey]:
         """Upsert the changed calls in one statement (a call's step and creation time are
-        kept) and open a ticket for each newly suspended one."""
+        kept) and open a ticket for each newly suspended one. Returns the usage counters
+        of the calls that finished (succeeded or failed), for the caller to write last."""
         states = checkpoint.tool_calls
+        usage: Counter[stats.UsageKey] = Counter()
         if not states:
-            return
+            return usage
         rows: dict[str, ToolCall] = {}
         for state in states:
             rows[state.call_id] = ToolCall(
@@ -315,6 +325,11 @@ class OrmCheckpointStore:
                 else None,
                 updated_at=now,
             )
+        for row in rows.values():
+            if row.status in (ToolCall.Status.SUCCEEDED, ToolCall.Status.FAILED):
+                row.duration_ms = self.timer.tool_ms.pop(row.call_id, None) if self.timer else None
+                failed = row.status == ToolCall.Status.FAILED
+                usage += stats.tool_usage(now, run.agent_id, row.tool_name, failed, row.duration_ms)
         ToolCall.objects.bulk_create(
             list(rows.values()),
             update_conflicts=True,
@@ -324,6 +339,7 @@ class OrmCheckpointStore:
         suspended = [s for s in states if s.status is rt.ToolCallStatus.SUSPENDED]
         if suspended:
             self._open_tickets(run, suspended, rows, checkpoint, now)
+        return usage
 
     def _open_tickets(
         self,
@@ -373,6 +389,7 @@ TOOL_CALL_FIELDS = (
     "suspension_id",
     "suspension_reason",
     "resume_input",
+    "duration_ms",
     "updated_at",
 )
 

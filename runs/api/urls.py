@@ -23,6 +23,7 @@ from .stream import RunEventStreamView
 from .views import audit, bulk, exports, inputs, runs, saved_views, threads, tickets
 from .views.claims import TicketAssignView, TicketClaimView
 from .views.rules import TicketRuleProposalView
+from .views.stats import StatsView
 
 
 # CSRF exempt like every DRF view: it changes nothing, and otherwise a POST from a token
@@ -115,6 +116,7 @@ urlpatterns = [
         EndpointCheckView.as_view(),
         name="api-endpoint-check",
     ),
+    path("stats", StatsView.as_view(), name="api-stats"),
     path("audit", audit.AuditListView.as_view(), name="api-audit"),
     path("audit/export.csv", exports.AuditCsvExportView.as_view(), name="api-audit-export"),
     path("saved-views", saved_views.SavedViewListView.as_view(), name="api-saved-views"),

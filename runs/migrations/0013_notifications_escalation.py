@@ -102,12 +102,12 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='notificationdelivery',
             name='channel',
-            field=models.ForeignKey(blank=True, help_text='Channel it goes to (or a subscriber).', null=True, on_delete=django.db.models.deletion.CASCADE, related_name='deliveries', to='runs.notificationchannel'),
+            field=models.ForeignKey(blank=True, db_constraint=False, help_text='Channel it goes to (or a subscriber).', null=True, on_delete=django.db.models.deletion.CASCADE, related_name='deliveries', to='runs.notificationchannel'),
         ),
         migrations.AddField(
             model_name='notificationdelivery',
             name='user',
-            field=models.ForeignKey(blank=True, help_text='Subscriber it goes to by email (or a channel).', null=True, on_delete=django.db.models.deletion.CASCADE, related_name='+', to=settings.AUTH_USER_MODEL),
+            field=models.ForeignKey(blank=True, db_constraint=False, help_text='Subscriber it goes to by email (or a channel).', null=True, on_delete=django.db.models.deletion.CASCADE, related_name='+', to=settings.AUTH_USER_MODEL),
         ),
         migrations.AddField(
             model_name='notificationrule',

@@ -20,7 +20,7 @@ from runs.models.notifications import (
     NotificationRule,
     NotificationSubscription,
 )
-from runs.models.stats import HourlyStat
+from runs.models.stats import HourlyStat, HourlyUsage
 from runs.models.teamwork import SavedView
 from runs.models.tickets import DELEGATE_TICKET_PREFIX, Decision, Ticket, TicketQuerySet
 
@@ -31,6 +31,7 @@ __all__ = [
     "BackgroundTask",
     "Decision",
     "HourlyStat",
+    "HourlyUsage",
     "Message",
     "NotificationChannel",
     "NotificationDelivery",

@@ -408,6 +408,12 @@ class ToolCall(models.Model):
     step_index = models.PositiveIntegerField(
         null=True, blank=True, help_text="Step that made the call."
     )
+    duration_ms = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="How long the call took when it finished, as its worker timed it (none "
+        "for calls that were not timed: replayed after a decision, interrupted).",
+    )
     created_at = models.DateTimeField(default=timezone.now, help_text="First seen.")
     updated_at = models.DateTimeField(default=timezone.now, help_text="Last transition.")
 

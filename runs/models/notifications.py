@@ -140,11 +140,17 @@ class NotificationDelivery(models.Model):
     id = models.UUIDField(
         primary_key=True, default=uuid7_default, editable=False, help_text="Delivery id."
     )
+    # No database constraint on either destination: a checkpoint queues a delivery to
+    # the channels it read in its own transaction, and an admin deleting one of them
+    # meanwhile must not make that checkpoint fail at commit. Deleting a channel or a
+    # user still deletes its deliveries (Django's cascade); a delivery queued in that
+    # moment finds its destination gone and fails for good when it is sent.
     channel = models.ForeignKey(
         NotificationChannel,
         null=True,
         blank=True,
         on_delete=models.CASCADE,
+        db_constraint=False,
         related_name="deliveries",
         help_text="Channel it goes to (or a subscriber).",
     )
@@ -153,6 +159,7 @@ class NotificationDelivery(models.Model):
         null=True,
         blank=True,
         on_delete=models.CASCADE,
+        db_constraint=False,
         related_name="+",
         help_text="Subscriber it goes to by email (or a channel).",
     )

@@ -30,3 +30,42 @@ class HourlyStat(models.Model):
 
     def __str__(self) -> str:
         return f"{self.hour:%Y-%m-%d %H}h {self.agent_id} {self.metric}={self.count}"
+
+
+class HourlyUsage(models.Model):
+    """What runs and tool calls cost and how long they took, per hour and agent, broken
+    down by `kind`: the agent itself (`name` empty), the model its runs used (`name`: the
+    model's slug, empty for runs without a model), or the tool called (`name`: the tool).
+    Kept in the transaction that finishes the run or the tool call (runs.services.stats);
+    read by the "cost, tokens and latency" figures (docs/stats.md).
+
+    Metrics: runs and tool calls `runs`, `succeeded`, `in_tokens`, `out_tokens`,
+    `cost_nusd` (nano-USD), `dur:<bucket>` (run durations by log-spaced bucket); tool
+    calls `calls`, `failed`, `dur:<bucket>` (call latencies)."""
+
+    class Kind(models.TextChoices):
+        AGENT = "agent"
+        MODEL = "model"
+        TOOL = "tool"
+
+    hour = models.DateTimeField(help_text="Start of the hour (UTC) the run or call finished.")
+    agent = models.ForeignKey(
+        "agents.Agent", on_delete=models.CASCADE, related_name="+", help_text="Agent counted."
+    )
+    kind = models.CharField(max_length=5, choices=Kind.choices, help_text="What `name` names.")
+    name = models.CharField(
+        max_length=200, blank=True, help_text="Model slug or tool name; empty for the agent."
+    )
+    metric = models.CharField(max_length=20, help_text="runs, succeeded, dur:<bucket>, ...")
+    count = models.BigIntegerField(default=0, help_text="Current value.")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["hour", "agent", "kind", "name", "metric"],
+                name="hourlyusage_unique_key",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.hour:%Y-%m-%d %H}h {self.agent_id} {self.kind}:{self.name} {self.metric}"

@@ -58,12 +58,18 @@ def run_start_event(run: Run) -> dict[str, Any]:
     )
 
 
-# what an event append needs back from the run row (thread, tickets, lists' summary)
+# what an event append needs back from the run row (thread, tickets, lists' summary,
+# and the usage counters of a run that finishes)
 RUN_ROW_FIELDS = (
     "thread_id",
     "agent",
     "created_at",
+    "started_at",
     "finished_at",
+    "input_tokens",
+    "output_tokens",
+    "input_price_per_million_usd",
+    "output_price_per_million_usd",
     "open_tickets",
     "agent_version_id",
     "status",

@@ -114,10 +114,11 @@ class Segment:
             {run.agent.slug: run.agent_version},
             delegate_runner=_delegate_runner(run, run.attempt, worker),
         )
+        sink = OrmLiveSink(run.pk, run.agent.slug)
         self.request = BackendRootRunRequest(
             agent_id=run.agent.slug,
             messages=load_messages(run.thread_id),
-            sink=OrmLiveSink(run.pk, run.agent.slug),
+            sink=sink,
             resolver=resolver,
             identity=run_identity(run),
             store=OrmCheckpointStore(
@@ -127,6 +128,7 @@ class Segment:
                 # the submission recorded this first activation's run_start already
                 # (a later attempt's log has the interrupted one's end after it)
                 announced=run.attempt == 1 and run.steps == 0 and run.last_event_seq >= 1,
+                timer=sink.timer,  # the tool calls' durations, for the usage counters
             ),
             control=BackendControl(cancellation_token=self.token, decisions_attached=False),
             previous=record_from_row(run),
@@ -328,19 +330,23 @@ def _delegate_runner(parent: Run, attempt: int, worker: str) -> Any:
                 {child.agent.slug: child.agent_version},
                 delegate_runner=_delegate_runner(child, claimed.attempt, worker),
             )
+            sink = OrmLiveSink(child.pk, child.agent.slug)
             with renewer.hold(child.pk, claimed.attempt, token):
                 result = LocalBackend().execute_delegate(
                     BackendDelegateRunRequest(
                         agent_id=agent_id,
                         messages=load_messages(child.thread_id),
-                        sink=OrmLiveSink(child.pk, child.agent.slug),
+                        sink=sink,
                         resolver=resolver,
                         parent=BackendParentContext(
                             str(parent.pk), str(parent.thread_id), ctx.call_id
                         ),
                         control=BackendControl(cancellation_token=token),
                         store=OrmCheckpointStore(
-                            child.pk, claimed.attempt, settings.AWAKEN_LEASE_SECONDS
+                            child.pk,
+                            claimed.attempt,
+                            settings.AWAKEN_LEASE_SECONDS,
+                            timer=sink.timer,
                         ),
                         identity=run_identity(child),
                     )

@@ -516,21 +516,7 @@ AUDIT_COLUMNS = [
     "after",
     "request_id",
 ]
-_AUDIT_FIELDS = (
-    "pk",
-    "created_at",
-    "actor_label",
-    "actor_id",
-    "source",
-    "action",
-    "target_type",
-    "target_id",
-    "run_id",
-    "comment",
-    "before",
-    "after",
-    "request_id",
-)
+_AUDIT_FIELDS = tuple({"id": "pk", "actor": "actor_label"}.get(c, c) for c in AUDIT_COLUMNS)
 
 
 def audit_csv_rows(

@@ -25,7 +25,7 @@ from django.conf import settings
 from django.core.mail import send_mail
 
 from agents.secrets import SecretError, decrypt, encrypt
-from agents.tools.builtin.web import PinnedConnection, tls_context
+from agents.tools.builtin.web import PinnedConnection, parse_http_url, tls_context
 from runs import metrics
 from runs.models import NotificationChannel, NotificationDelivery
 from runs.runtime.netguard import AddressRefusedError, vetted_addresses
@@ -85,23 +85,6 @@ def channel_secret(channel: NotificationChannel) -> str:
     return decrypt(channel.signing_secret_encrypted)
 
 
-def _target(url: str) -> tuple[str, int, str, bool]:
-    """(ASCII host, port, request target, is TLS), or ValueError saying what to fix."""
-    parts = urlsplit(url)
-    port = parts.port  # ValueError for a bad port
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError("Use an absolute http:// or https:// URL with a host.")
-    if parts.username is not None or parts.password is not None:
-        raise ValueError("Remove the user:password part of the URL.")
-    try:
-        host = parts.hostname.encode("idna").decode("ascii")
-    except UnicodeError:
-        raise ValueError(f"Invalid host name '{parts.hostname}'.") from None
-    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    tls = parts.scheme == "https"
-    return host, port or (443 if tls else 80), target, tls
-
-
 def _allow_private() -> bool:
     return bool(settings.AWAKEN_NOTIFY_ALLOW_PRIVATE)
 
@@ -109,7 +92,7 @@ def _allow_private() -> bool:
 def target_url_error(url: str) -> str | None:
     """The SSRF guard at save time: why `url` may not be a notification target, or None."""
     try:
-        host, port, _, _ = _target(url)
+        host, port, _, _ = parse_http_url(url)
     except ValueError as exc:
         return str(exc)
     try:
@@ -196,7 +179,7 @@ def post_json(url: str, body: bytes, headers: dict[str, str]) -> SendOutcome:
     """POST `body` to `url` through the SSRF guard (pinned address, no redirects)."""
     timeout = float(settings.AWAKEN_NOTIFY_TIMEOUT)
     try:
-        host, port, target, tls = _target(url)
+        host, port, target, tls = parse_http_url(url)
     except ValueError as exc:
         return SendOutcome(error=f"invalid URL: {exc}", permanent=True)
     try:
@@ -280,7 +263,9 @@ def _send_to_channel(channel: NotificationChannel, row: NotificationDelivery) ->
 
 def _send_to_user(row: NotificationDelivery) -> SendOutcome:
     user = row.user
-    if user is None or not user.is_active:
+    if user is None:  # queued while the account was deleted
+        return SendOutcome(error="the subscriber's account was deleted", permanent=True)
+    if not user.is_active:
         return SendOutcome(error="the subscriber's account is inactive", permanent=True)
     if not user.has_perm("runs.view_run"):
         return SendOutcome(error="the subscriber may no longer view runs", permanent=True)
@@ -299,6 +284,8 @@ def send_delivery(row: NotificationDelivery) -> SendOutcome:
         channel = row.channel
         if channel is not None:
             return _send_to_channel(channel, row)
+        if row.channel_id is not None:  # queued while an admin deleted the channel
+            return SendOutcome(error="the channel was deleted", permanent=True)
         return _send_to_user(row)
     except SecretError as exc:
         return SendOutcome(error=str(exc), permanent=True)

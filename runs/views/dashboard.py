@@ -7,12 +7,20 @@ from django.shortcuts import render
 
 from runs import selectors
 from runs.permissions import VIEW, require
+from runs.selectors.usage import DEFAULT_WINDOW, WINDOWS, glance
 
 
 @require(VIEW, "view runs")
 def dashboard(request: HttpRequest) -> HttpResponse:
+    window = request.GET.get("window", DEFAULT_WINDOW)
     return render(
-        request, "runs/dashboard.html", {"nav": "dashboard", "dash": selectors.dashboard_cached()}
+        request,
+        "runs/dashboard.html",
+        {
+            "nav": "dashboard",
+            "dash": selectors.dashboard_cached(),
+            "glance": glance(window if window in WINDOWS else DEFAULT_WINDOW),
+        },
     )
 
 

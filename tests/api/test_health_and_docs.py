@@ -86,6 +86,7 @@ def test_schema_is_public_and_describes_every_endpoint(client: Client):
         "/api/v1/endpoints": {"get"},
         "/api/v1/endpoints/{endpoint_id}": {"get"},
         "/api/v1/endpoints/{endpoint_id}/check": {"post"},
+        "/api/v1/stats": {"get"},
         "/api/v1/audit": {"get"},
         "/api/v1/audit/export.csv": {"get"},
         "/api/v1/saved-views": {"get", "post"},

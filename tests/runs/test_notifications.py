@@ -370,6 +370,26 @@ def test_a_subscriber_without_email_fails_with_a_clear_error():
     assert mail.outbox == []
 
 
+def test_a_delivery_queued_while_its_destination_was_deleted_fails_for_good(receiver):
+    # the race an admin's delete can lose to a checkpoint: the row names a channel (or a
+    # user) that is gone by the time it is sent; no database constraint failed the
+    # checkpoint that queued it
+    delivery = queued_webhook(receiver.url)
+    NotificationDelivery.objects.create(
+        user_id=delivery.channel_id + 10_000,
+        event=delivery.event,
+        subject=delivery.subject,
+        payload=delivery.payload,
+    )
+    NotificationDelivery.objects.filter(pk=delivery.pk).update(
+        channel_id=delivery.channel_id + 10_000
+    )
+    assert notifications_drain()["failed"] == 2
+    errors = set(NotificationDelivery.objects.values_list("last_error", flat=True))
+    assert errors == {"the channel was deleted", "the subscriber's account was deleted"}
+    assert receiver.requests == []
+
+
 # --- the SSRF guard and secrets -----------------------------------------------------------
 
 

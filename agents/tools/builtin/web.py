@@ -35,6 +35,30 @@ def open_connection(address: str, port: int, timeout: float) -> socket.socket:
     return sock
 
 
+def parse_http_url(url: str) -> tuple[str, int, str, bool]:
+    """(ASCII host, port, request target, is TLS) of an absolute http(s) URL without
+    credentials, or ValueError saying what is wrong with it."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"Invalid URL: {exc}.") from None
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https"):
+        raise ValueError("Only http and https URLs are allowed.")
+    if not parts.hostname:
+        raise ValueError("The URL has no host.")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError("URLs with credentials are not allowed.")
+    try:
+        host = parts.hostname.encode("idna").decode("ascii")
+    except UnicodeError:
+        raise ValueError(f"Invalid host name '{parts.hostname}'.") from None
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    default_port = 443 if scheme == "https" else 80
+    return host, port or default_port, target, scheme == "https"
+
+
 def tls_context() -> ssl.SSLContext:
     """Certificate- and hostname-verifying client context (a seam for tests)."""
     return ssl.create_default_context()
@@ -195,24 +219,9 @@ class HttpGetTool:
     def _parse(url: str) -> tuple[str, int, str, bool]:
         """(ASCII host, port, request target, is TLS) or FetchError."""
         try:
-            parts = urlsplit(url)
-            port = parts.port
+            return parse_http_url(url)
         except ValueError as exc:
-            raise FetchError(f"Invalid URL: {exc}.") from None
-        scheme = parts.scheme.lower()
-        if scheme not in ("http", "https"):
-            raise FetchError("Only http and https URLs are allowed.")
-        if not parts.hostname:
-            raise FetchError("The URL has no host.")
-        if parts.username is not None or parts.password is not None:
-            raise FetchError("URLs with credentials are not allowed.")
-        try:
-            host = parts.hostname.encode("idna").decode("ascii")
-        except UnicodeError:
-            raise FetchError(f"Invalid host name '{parts.hostname}'.") from None
-        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        default_port = 443 if scheme == "https" else 80
-        return host, port or default_port, target, scheme == "https"
+            raise FetchError(str(exc)) from None
 
     @staticmethod
     def _read_body(

@@ -1,0 +1,217 @@
+"""Cost, tokens and latency at a glance: per agent and per model over a window (runs,
+success rate, p50/p95 duration, tokens, cost per day), per tool (calls, failure rate,
+p95 latency). Two grouped reads of the hourly usage counters (runs.services.stats),
+whatever the number of runs (docs/stats.md)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import Sum
+from django.db.models.functions import TruncDate
+from django.utils import timezone
+
+from runs.models import HourlyUsage
+from runs.services import stats
+
+WINDOWS = {"24h": dt.timedelta(hours=24), "7d": dt.timedelta(days=7), "30d": dt.timedelta(days=30)}
+DEFAULT_WINDOW = "7d"
+MAX_SPAN = dt.timedelta(days=366)
+NANO = Decimal(1_000_000_000)
+
+
+def window_bounds(window: str, now: dt.datetime | None = None) -> tuple[dt.datetime, dt.datetime]:
+    """[start, end) of a named window: whole hours, the current one included."""
+    end = stats.hour_of(now or timezone.now()) + dt.timedelta(hours=1)
+    return end - WINDOWS[window], end
+
+
+def _empty() -> dict[str, Any]:
+    return {"metrics": defaultdict(int), "days": defaultdict(int)}
+
+
+def usage(start: dt.datetime, end: dt.datetime, agent: str | None = None) -> dict[str, Any]:
+    """The figures of the runs and tool calls that finished in [start, end) (whole UTC
+    hours), of one agent (its slug) or all."""
+    rows = HourlyUsage.objects.filter(hour__gte=start, hour__lt=end)
+    if agent:
+        rows = rows.filter(agent__slug=agent)
+    groups: dict[tuple[str, str], dict[str, Any]] = defaultdict(_empty)
+    totals = (
+        rows.values_list("agent__slug", "kind", "name", "metric")
+        .annotate(n=Sum("count"))
+        .order_by()
+    )
+    for slug, kind, name, metric, n in totals:
+        groups[_group(kind, slug, name)]["metrics"][metric] += n
+    daily = (
+        rows.filter(metric="cost_nusd")
+        .exclude(kind=HourlyUsage.Kind.TOOL)
+        .annotate(day=TruncDate("hour", tzinfo=dt.UTC))
+        .values_list("agent__slug", "kind", "name", "day")
+        .annotate(n=Sum("count"))
+        .order_by()
+    )
+    for slug, kind, name, day, n in daily:
+        groups[_group(kind, slug, name)]["days"][day] += n
+    days = _days(start, end)
+    return {
+        "window": {"start": start, "end": end, "days": len(days)},
+        "by_agent": _runs_rows(groups, HourlyUsage.Kind.AGENT, "agent", days),
+        "by_model": _runs_rows(groups, HourlyUsage.Kind.MODEL, "model", days),
+        "by_tool": _tool_rows(groups),
+    }
+
+
+def _group(kind: str, slug: str, name: str) -> tuple[str, str]:
+    """Agents by slug; models and tools by name over all agents."""
+    return (kind, slug if kind == HourlyUsage.Kind.AGENT else name)
+
+
+def _days(start: dt.datetime, end: dt.datetime) -> list[dt.date]:
+    first, last = start.astimezone(dt.UTC).date(), (end - dt.timedelta(microseconds=1)).date()
+    return [first + dt.timedelta(days=i) for i in range((last - first).days + 1)]
+
+
+def _buckets(metrics: dict[str, int]) -> dict[int, int]:
+    return {
+        int(metric.removeprefix("dur:")): n
+        for metric, n in metrics.items()
+        if metric.startswith("dur:") and n > 0
+    }
+
+
+def _usd(nano: int) -> Decimal:
+    return Decimal(nano) / NANO
+
+
+def _rate(part: int, whole: int) -> float | None:
+    return round(part / whole, 4) if whole else None
+
+
+def _runs_rows(
+    groups: dict[tuple[str, str], dict[str, Any]], kind: str, label: str, days: list[dt.date]
+) -> list[dict[str, Any]]:
+    result = []
+    for (group_kind, name), group in sorted(groups.items()):
+        metrics = group["metrics"]
+        if group_kind != kind or metrics["runs"] <= 0:
+            continue
+        buckets = _buckets(metrics)
+        result.append(
+            {
+                label: name,
+                "runs": metrics["runs"],
+                "succeeded": metrics["succeeded"],
+                "success_rate": _rate(metrics["succeeded"], metrics["runs"]),
+                "p50_seconds": stats.percentile(buckets, 0.5),
+                "p95_seconds": stats.percentile(buckets, 0.95),
+                "input_tokens": metrics["in_tokens"],
+                "output_tokens": metrics["out_tokens"],
+                "cost_usd": _usd(metrics["cost_nusd"]),
+                "cost_per_day": [
+                    {"day": day, "cost_usd": _usd(group["days"].get(day, 0))} for day in days
+                ],
+            }
+        )
+    return result
+
+
+def _tool_rows(groups: dict[tuple[str, str], dict[str, Any]]) -> list[dict[str, Any]]:
+    result = []
+    for (kind, name), group in sorted(groups.items()):
+        metrics = group["metrics"]
+        if kind != HourlyUsage.Kind.TOOL or metrics["calls"] <= 0:
+            continue
+        result.append(
+            {
+                "tool": name,
+                "calls": metrics["calls"],
+                "failures": metrics["failed"],
+                "failure_rate": _rate(metrics["failed"], metrics["calls"]),
+                "p95_seconds": stats.percentile(_buckets(metrics), 0.95),
+            }
+        )
+    return result
+
+
+# --- the dashboard's charts (SVG units) ------------------------------------------------------
+
+CHART_WIDTH = 240.0  # the plotting area of both charts
+COST_HEIGHT = 100.0  # the cost bars' height: the most expensive day
+DURATION_ROW = 24  # a duration chart row: the p50 and the p95 bar of one agent
+SERIES = 6  # colour classes series-0 … series-5, cycled over the agents
+
+
+def _ticks(peak: float, scale: float, unit: str) -> list[dict[str, Any]]:
+    """0, the middle and the peak of an axis `scale` SVG units long, labelled."""
+    peak = peak or 1.0
+    return [
+        {"label": f"{value:.3g}{unit}", "at": round(scale * value / peak, 2)}
+        for value in (0.0, peak / 2, peak)
+    ]
+
+
+def glance(window: str, now: dt.datetime | None = None) -> dict[str, Any]:
+    """The figures of a named window and the geometry of their two charts: cost per day
+    stacked by agent, p50 and p95 duration per agent."""
+    start, end = window_bounds(window, now)
+    figures = usage(start, end)
+    agents = figures["by_agent"]
+    days = [entry["day"] for entry in agents[0]["cost_per_day"]] if agents else _days(start, end)
+    slot = CHART_WIDTH / max(len(days), 1)
+    daily = [sum(a["cost_per_day"][i]["cost_usd"] for a in agents) for i in range(len(days))]
+    peak = float(max(daily, default=0)) or 1.0
+    bars = []
+    for index, day in enumerate(days):
+        y, segments = COST_HEIGHT, []
+        for number, agent in enumerate(agents):
+            cost = agent["cost_per_day"][index]["cost_usd"]
+            height = COST_HEIGHT * float(cost) / peak
+            y -= height
+            if cost:
+                segments.append(
+                    {"agent": agent["agent"], "series": number % SERIES, "cost": cost}
+                    | {"y": round(y, 2), "height": round(height, 2)}
+                )
+        label_every = max(len(days) // 6, 1)
+        bars.append(
+            {
+                "day": day,
+                "x": round(index * slot + slot * 0.1, 2),
+                "mid": round(index * slot + slot / 2, 2),
+                "segments": segments,
+                "tick": index % label_every == 0 or index == len(days) - 1,
+            }
+        )
+    slowest = max((a["p95_seconds"] or 0 for a in agents), default=0) or 1.0
+    rows = [
+        {
+            "agent": agent["agent"],
+            "y": index * DURATION_ROW,
+            "p50": agent["p50_seconds"],
+            "p95": agent["p95_seconds"],
+            "p50_length": round(CHART_WIDTH * (agent["p50_seconds"] or 0) / slowest, 2),
+            "p95_length": round(CHART_WIDTH * (agent["p95_seconds"] or 0) / slowest, 2),
+        }
+        for index, agent in enumerate(agents)
+    ]
+    return {
+        "window": window,
+        "windows": list(WINDOWS),
+        "figures": figures,
+        "cost": {
+            "bars": bars,
+            "bar_width": round(slot * 0.8, 2),
+            "axis": [{**t, "y": round(COST_HEIGHT - t["at"], 2)} for t in _ticks(peak, 100, "")],
+            "legend": [{"agent": a["agent"], "series": i % SERIES} for i, a in enumerate(agents)],
+        },
+        "durations": {
+            "rows": rows,
+            "height": DURATION_ROW * max(len(rows), 1),
+            "axis": _ticks(float(slowest), CHART_WIDTH, " s"),
+        },
+    }
