@@ -95,6 +95,8 @@ def metrics_process_exited(pid: int | None = None, **kwargs: object) -> None:
     (runs.metrics; loaded by name: prometheus-client must be imported after the settings,
     which set its multiprocess directory, and this module is imported before them)."""
     import_string("runs.metrics.process_exited")(pid)
+    # the spans still buffered (docs/tracing.md): the child exits without atexit hooks
+    import_string("runs.tracing.shutdown")()
 
 
 @task_postrun.connect

@@ -43,6 +43,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # a span per request when OTEL_* turn tracing on (docs/tracing.md); else it drops out
+    "runs.tracing.TracingMiddleware",
     "csp.middleware.CSPMiddleware",
     "awaken_site.middleware.DatabaseUnavailableMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",

@@ -21,7 +21,7 @@ from django.utils import timezone
 from agents.selectors import agent_version_by_id
 from agents.services.permissions import ticket_escalation
 from common.jsonsafe import without_nul
-from runs import metrics
+from runs import metrics, tracing
 from runs.message_rows import message_from_row, message_to_row
 from runs.models import Message, NotificationEvent, Run, Thread, Ticket, ToolCall
 from runs.realtime import broadcast_live
@@ -173,12 +173,14 @@ class OrmCheckpointStore:
         *,
         announced: bool = False,
         timer: metrics.ActivationTimer | None = None,
+        trace: tracing.ActivationTrace | None = None,
     ) -> None:
         self.run_id = run_id
         self.attempt = attempt
         self.lease_seconds = lease_seconds
         self.announced = announced
         self.timer = timer
+        self.trace = trace or tracing.ActivationTrace(None, None)
 
     def load_run(self, run_id: str) -> rt.RunRecord | None:
         run = Run.objects.select_related("agent").filter(pk=run_id).first()
@@ -202,7 +204,7 @@ class OrmCheckpointStore:
         held = Run.objects.filter(pk=self.run_id)
         if self.attempt is not None:
             held = held.filter(attempt=self.attempt)
-        with transaction.atomic():
+        with self.trace.checkpoint(), transaction.atomic():
             run = run_reserving_seqs(held, len(events), fields)
             if run is None:
                 raise LeaseLostError(f"run {self.run_id} was claimed by another worker")
@@ -439,13 +441,19 @@ def _suspension_messages(events: list[Event]) -> dict[str, str]:
 class OrmLiveSink:
     """Forwards token deltas to the run's group as they stream; everything else is
     broadcast from the database log when its checkpoint commits. It also times the
-    activation's steps, inference and tool calls for the metrics (runs.metrics)."""
+    activation's steps, inference and tool calls for the metrics (runs.metrics), and
+    hands each event to the activation's trace (runs.tracing), which makes spans of them."""
 
-    def __init__(self, run_id: Any, agent: str = "") -> None:
+    def __init__(
+        self, run_id: Any, agent: str = "", trace: tracing.ActivationTrace | None = None
+    ) -> None:
         self.run_id = run_id
         self.timer = metrics.ActivationTimer(agent)
+        self.trace = trace
 
     def emit(self, event: Event) -> None:
         self.timer.observe(event)
+        if self.trace is not None:
+            self.trace.observe(event)
         if event["event_type"] in DELTA_EVENT_TYPES:
             broadcast_live(self.run_id, event)

@@ -25,7 +25,7 @@ from agents.resolver import VersionResolver
 from agents.selectors import agent_version_by_id, agent_version_current
 from agents.services.endpoints import endpoint_backend_for_spec
 from common.errors import InvalidInput, ServiceError
-from runs import metrics
+from runs import metrics, tracing
 from runs.message_rows import message_to_row
 from runs.models import (
     DELEGATE_TICKET_PREFIX,
@@ -107,6 +107,7 @@ class Segment:
     def __init__(self, run: Run, worker: str, *, just_claimed: bool = False) -> None:
         run.agent_version = agent_version_by_id(run.agent_version_id)
         self.run = run
+        self.trace = tracing.activation_start(run)  # its spans (docs/tracing.md)
         self.token = _cancel_token(run)
         if just_claimed:  # the row was read in this transaction: no need to ask again yet
             self.token.polled(run.cancel_requested_at is not None)
@@ -114,7 +115,7 @@ class Segment:
             {run.agent.slug: run.agent_version},
             delegate_runner=_delegate_runner(run, run.attempt, worker),
         )
-        sink = OrmLiveSink(run.pk, run.agent.slug)
+        sink = OrmLiveSink(run.pk, run.agent.slug, trace=self.trace)
         self.request = BackendRootRunRequest(
             agent_id=run.agent.slug,
             messages=load_messages(run.thread_id),
@@ -129,6 +130,7 @@ class Segment:
                 # (a later attempt's log has the interrupted one's end after it)
                 announced=run.attempt == 1 and run.steps == 0 and run.last_event_seq >= 1,
                 timer=sink.timer,  # the tool calls' durations, for the usage counters
+                trace=self.trace,
             ),
             control=BackendControl(cancellation_token=self.token, decisions_attached=False),
             previous=record_from_row(run),
@@ -141,7 +143,7 @@ class Segment:
             resolver.preload(run.agent.slug)  # its model row, in the same round
 
     def execute(self) -> BackendRunResult:
-        with renewer.hold(self.run.pk, self.run.attempt, self.token):
+        with renewer.hold(self.run.pk, self.run.attempt, self.token), self.trace.current():
             return (self.remote or LocalBackend()).execute_root(self.request)
 
 
@@ -152,7 +154,11 @@ def _started_work(run: Run) -> bool:
 
 def run_execute(*, run: Run, worker: str) -> BackendRunResult:
     """Run one segment of a claimed run: from its last checkpoint until it ends or waits."""
-    return Segment(run, worker).execute()
+    segment = Segment(run, worker)
+    try:
+        return segment.execute()
+    finally:
+        segment.trace.end("returned")
 
 
 def run_advance(*, run_id: Any, worker: str | None = None) -> str:
@@ -188,7 +194,8 @@ def run_advance(*, run_id: Any, worker: str | None = None) -> str:
         settled = result.status.durable_run_status(result.termination) is rt.RunStatus.DONE
     except LeaseLostError:
         logger.warning("run %s: lease lost to another worker; stopping", run_id)
-        return "lease_lost"
+        outcome = "lease_lost"
+        return outcome
     except VersionConflictError as exc:
         logger.error("run %s: %s; it will be retried", run_id, exc)
         Run.objects.filter(pk=run_id, attempt=attempt).update(due=True)
@@ -226,6 +233,8 @@ def run_advance(*, run_id: Any, worker: str | None = None) -> str:
     finally:
         if not settled:
             run_release(run_id=run_id, attempt=attempt, interrupted=interrupted)
+        if segment is not None:
+            segment.trace.end(outcome)
     if run.parent_run_id:
         run_notify_parent(run_id=run_id)
     return outcome
