@@ -249,8 +249,8 @@ def test_the_sweep_wakes_a_run_whose_wake_was_lost():
 
 
 def test_cancelling_a_waiting_run_cancels_its_work_and_stops_the_job(monkeypatch, settings):
-    settings.AWAKEN_LEASE_SECONDS = 0.3  # the heartbeat asks every 0.1 s
-    run = report_run()
+    run = report_run()  # with the usual lease: a loaded machine may take 0.3 s for a step
+    settings.AWAKEN_LEASE_SECONDS = 0.3  # the job's heartbeat asks every 0.1 s
     beats = []
 
     def job(arguments: dict[str, Any], heartbeat: Any) -> Any:

@@ -18,6 +18,7 @@ from django.test import AsyncRequestFactory
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from agents.models import Note
 from common.audit import Actor, audit_record
 from common.models import AuditEntry
 from runs import selectors
@@ -119,7 +120,7 @@ def test_the_run_document_holds_record_messages_events_tickets_and_decisions(ope
         (1, "user", "write it down"),
         (2, "assistant", "noting"),
         (3, "tool", "Tool 'write_note' suspended: awaiting decision"),
-        (4, "tool", '{"note_id": 1, "title": "lunch"}'),
+        (4, "tool", f'{{"note_id": {Note.objects.get().pk}, "title": "lunch"}}'),
         (5, "assistant", "all done"),
     ]
     assert document["messages"][1]["tool_calls"][0]["name"] == "write_note"
