@@ -264,6 +264,18 @@ if AWAKEN_METRICS_DIR:
     Path(AWAKEN_METRICS_DIR).mkdir(parents=True, exist_ok=True)
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = AWAKEN_METRICS_DIR
 
+# Our agents served over A2A (docs/a2a-serving.md): "all" published agents, "none", or a
+# comma-separated list of agent slugs. /.well-known/agent-card.json is the card of
+# AWAKEN_A2A_DEFAULT_AGENT (else the first served agent by slug); the agent cards are
+# public unless AWAKEN_A2A_PUBLIC_CARDS is false (every other call needs an API token).
+AWAKEN_A2A_SERVE = env_list("AWAKEN_A2A_SERVE", ["all"])
+AWAKEN_A2A_DEFAULT_AGENT = env_str("AWAKEN_A2A_DEFAULT_AGENT", "")
+AWAKEN_A2A_PUBLIC_CARDS = env_bool("AWAKEN_A2A_PUBLIC_CARDS", True)
+# How long a blocking message/send waits for its task to settle before it answers with the
+# task as it stands (the client then follows it), and how long a stream stays open.
+AWAKEN_A2A_WAIT_SECONDS = env_float("AWAKEN_A2A_WAIT_SECONDS", 60.0, minimum=0.0)
+AWAKEN_A2A_STREAM_SECONDS = env_float("AWAKEN_A2A_STREAM_SECONDS", 900.0, minimum=1.0)
+
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "awaken-ops@localhost")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from django.db import connections
+from django.db import close_old_connections, connection, connections
 from django.db.models import Model, QuerySet
 from django.db.models.sql import UpdateQuery
 
@@ -67,3 +67,11 @@ def update_returning(
     for name, value in zip(extra or {}, row[len(fields) :], strict=True):
         setattr(instance, name, value)
     return instance
+
+
+def release_connection() -> None:
+    """Give the connection back between the reads of a long-lived stream (closed when
+    CONN_MAX_AGE says so or when it broke); left alone inside an outer transaction
+    (tests)."""
+    if not connection.in_atomic_block:
+        close_old_connections()

@@ -32,7 +32,7 @@ from asgiref.sync import sync_to_async
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.core.handlers.asgi import ASGIRequest
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import DatabaseError, close_old_connections, connection
+from django.db import DatabaseError, connection
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -48,6 +48,7 @@ from runs import permissions as perms
 from runs.models import Run, RunEvent
 from runs.realtime import run_group
 from runs.runtime.events import ends_run_stream
+from runs.sql import release_connection
 
 from .serializers import StreamQuerySerializer
 
@@ -69,13 +70,6 @@ RETRY_MS = 2000
 def sse_message(frame: dict[str, Any]) -> bytes:
     data = json.dumps(frame, cls=DjangoJSONEncoder, separators=(",", ":"))
     return f"id: {frame['seq']}\ndata: {data}\n\n".encode()
-
-
-def _release_connection() -> None:
-    """Give the connection back between polls (closed when CONN_MAX_AGE says so or when
-    it broke); left alone inside an outer transaction (tests)."""
-    if not connection.in_atomic_block:
-        close_old_connections()
 
 
 class EventStream:
@@ -100,7 +94,7 @@ class EventStream:
                 connection.close()
             return []
         finally:
-            _release_connection()
+            release_connection()
 
     def _poll(self) -> list[bytes]:
         chunks: list[bytes] = []
@@ -155,7 +149,7 @@ class EventStream:
                     return
                 time.sleep(POLL_SECONDS)
         finally:
-            _release_connection()
+            release_connection()
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         """ASGI: woken by the channel layer; database reads run in the request's
@@ -174,7 +168,7 @@ class EventStream:
         finally:
             if inbox is not None:
                 inbox.close()
-            await sync_to_async(_release_connection)()
+            await sync_to_async(release_connection)()
 
     async def _subscribe(self, layer: Any) -> fanout.Inbox | None:
         """Follow the run's group before the first read, so no commit falls in between.

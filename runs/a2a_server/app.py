@@ -1,0 +1,187 @@
+"""The A2A server: the SDK's Starlette routes for both bindings, mounted per agent next to
+Django in the ASGI application (awaken_site/asgi.py), behind a gate that checks the Host
+header, finds the agent and authenticates the API token.
+
+    GET  /.well-known/agent-card.json             the default agent's card
+    GET  /a2a/                                    the served agents and their cards
+    GET  /a2a/<slug>/.well-known/agent-card.json  an agent's card
+    POST /a2a/<slug>/jsonrpc                      JSON-RPC binding
+    *    /a2a/<slug>/message:send, /tasks/…       HTTP+JSON binding
+
+Cards are public unless AWAKEN_A2A_PUBLIC_CARDS is false; every other call needs
+`Authorization: Bearer <API token>`, and the token's user's role decides what it may do
+(runs/a2a_server/actions.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from a2a.server.context import ServerCallContext
+from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+from a2a.server.routes import create_jsonrpc_routes, create_rest_routes
+from a2a.server.routes.common import DefaultServerCallContextBuilder
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
+from django.conf import settings
+from django.http.request import split_domain_port, validate_host
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Mount, Route
+
+from common.api.tokens import token_verify
+from runs.sql import release_connection
+
+from .actions import Caller
+from .cards import agent_card, default_agent, served_agent, served_agents
+from .handler import RunsRequestHandler
+
+ASGIApp = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
+CARD_PATH = "/.well-known/agent-card.json"
+PREFIX = "/a2a/"
+REQUEST_ID_CHARS = 64
+
+
+def is_a2a_path(path: str) -> bool:
+    return path == CARD_PATH or path.startswith(PREFIX) or path == PREFIX.rstrip("/")
+
+
+def _base_url(request: Request) -> str:
+    scheme = request.url.scheme
+    proxy = getattr(settings, "SECURE_PROXY_SSL_HEADER", None)
+    if proxy and request.headers.get("x-forwarded-proto", "").lower() == "https":
+        scheme = "https"
+    return f"{scheme}://{request.headers.get('host', '')}"
+
+
+async def _card(request: Request) -> Response:
+    agent = request.scope["awaken"]["agent"]
+    card = await sync_to_async(agent_card)(agent, _base_url(request))
+    return JSONResponse(agent_card_to_dict(card), headers={"Cache-Control": "no-cache"})
+
+
+async def _directory(request: Request) -> Response:
+    base = _base_url(request)
+    agents = await sync_to_async(served_agents)()
+    return JSONResponse(
+        {
+            "agents": [
+                {
+                    "slug": agent.slug,
+                    "name": agent.name,
+                    "card": f"{base}{PREFIX}{agent.slug}{CARD_PATH}",
+                }
+                for agent in agents
+            ]
+        }
+    )
+
+
+class CallContextBuilder(DefaultServerCallContextBuilder):
+    """The SDK's context, plus the agent and the caller the gate found."""
+
+    def build(self, request: Request) -> ServerCallContext:
+        context = super().build(request)
+        context.state.get("headers", {}).pop("authorization", None)  # the token stays out
+        context.state.update(request.scope["awaken"])
+        return context
+
+
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+class Gate:
+    """Host check, agent lookup and bearer authentication in front of the routes. Each
+    request's database work runs on a thread of its own (as Django's handler does), and
+    its connection is given back at the end."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        async with ThreadSensitiveContext():
+            try:
+                response = await self._admit(scope)
+                if response is not None:
+                    await response(scope, receive, send)
+                else:
+                    await self.app(scope, receive, send)
+            finally:
+                await sync_to_async(release_connection)()
+
+    async def _admit(self, scope: dict[str, Any]) -> Response | None:
+        request = Request(scope)
+        domain, _port = split_domain_port(request.headers.get("host", ""))
+        if not domain or not validate_host(domain, settings.ALLOWED_HOSTS):
+            return _error(400, "invalid Host header")
+        path: str = scope["path"]
+        if path == CARD_PATH:
+            agent = await sync_to_async(default_agent)()
+            rest = CARD_PATH
+        else:
+            slug, _, rest = path[len(PREFIX) :].partition("/")
+            rest = "/" + rest
+            agent = await sync_to_async(served_agent)(slug) if slug else None
+            if slug and agent is None:
+                return _error(404, f"no agent {slug!r} is served over A2A")
+        scope["awaken"] = {"agent": agent}
+        if rest == CARD_PATH and agent is None:
+            return _error(404, "no agent is served over A2A")
+        public = agent is None or rest == CARD_PATH
+        if public and settings.AWAKEN_A2A_PUBLIC_CARDS:
+            return None
+        caller = await sync_to_async(self._caller)(request)
+        if caller is None:
+            return _error(
+                401,
+                "authentication required: send 'Authorization: Bearer <API token>'",
+                {"WWW-Authenticate": 'Bearer realm="a2a"'},
+            )
+        scope["awaken"]["caller"] = caller
+        return None
+
+    @staticmethod
+    def _caller(request: Request) -> Caller | None:
+        scheme, _, raw = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not raw.strip():
+            return None
+        token = token_verify(raw.strip())
+        if token is None:
+            return None
+        request_id = request.headers.get("x-request-id", "")[:REQUEST_ID_CHARS]
+        return Caller(user=token.user, token_name=token.name, request_id=request_id)
+
+
+def a2a_app() -> ASGIApp:
+    handler = RunsRequestHandler()
+    builder = CallContextBuilder()
+    per_agent = [
+        Route(CARD_PATH, _card, methods=["GET"]),
+        *create_jsonrpc_routes(handler, rpc_url="/jsonrpc", context_builder=builder),
+        *create_rest_routes(handler, context_builder=builder),
+    ]
+    routes = [
+        Route(CARD_PATH, _card, methods=["GET"]),
+        Route(PREFIX, _directory, methods=["GET"]),
+        Route(PREFIX.rstrip("/"), _directory, methods=["GET"]),
+        Mount(PREFIX + "{agent}", routes=per_agent),
+    ]
+    return Gate(Starlette(routes=routes))
+
+
+def with_a2a(django_app: ASGIApp) -> ASGIApp:
+    """HTTP requests under /a2a/ and the site's agent card go to the A2A server, the rest
+    to Django (everything to Django when AWAKEN_A2A_SERVE is "none")."""
+    if "none" in settings.AWAKEN_A2A_SERVE:
+        return django_app
+    a2a = a2a_app()
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and is_a2a_path(scope["path"]):
+            await a2a(scope, receive, send)
+        else:
+            await django_app(scope, receive, send)
+
+    return app
