@@ -271,6 +271,10 @@ if AWAKEN_METRICS_DIR:
 AWAKEN_A2A_SERVE = env_list("AWAKEN_A2A_SERVE", ["all"])
 AWAKEN_A2A_DEFAULT_AGENT = env_str("AWAKEN_A2A_DEFAULT_AGENT", "")
 AWAKEN_A2A_PUBLIC_CARDS = env_bool("AWAKEN_A2A_PUBLIC_CARDS", True)
+# The binding the cards list first (clients take the first they speak): JSONRPC or HTTP+JSON.
+AWAKEN_A2A_PREFERRED_BINDING = env_str("AWAKEN_A2A_PREFERRED_BINDING", "JSONRPC")
+if AWAKEN_A2A_PREFERRED_BINDING not in ("JSONRPC", "HTTP+JSON"):
+    raise ImproperlyConfigured("AWAKEN_A2A_PREFERRED_BINDING must be JSONRPC or HTTP+JSON")
 # How long a blocking message/send waits for its task to settle before it answers with the
 # task as it stands (the client then follows it), and how long a stream stays open.
 AWAKEN_A2A_WAIT_SECONDS = env_float("AWAKEN_A2A_WAIT_SECONDS", 60.0, minimum=0.0)

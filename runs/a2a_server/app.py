@@ -15,7 +15,6 @@ Cards are public unless AWAKEN_A2A_PUBLIC_CARDS is false; every other call needs
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from a2a.server.context import ServerCallContext
@@ -33,18 +32,12 @@ from starlette.routing import Mount, Route
 from common.api.tokens import token_verify
 from runs.sql import release_connection
 
+from . import CARD_PATH, PREFIX, ASGIApp
 from .actions import Caller
 from .cards import agent_card, default_agent, served_agent, served_agents
 from .handler import RunsRequestHandler
 
-ASGIApp = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
-CARD_PATH = "/.well-known/agent-card.json"
-PREFIX = "/a2a/"
 REQUEST_ID_CHARS = 64
-
-
-def is_a2a_path(path: str) -> bool:
-    return path == CARD_PATH or path.startswith(PREFIX) or path == PREFIX.rstrip("/")
 
 
 def _base_url(request: Request) -> str:
@@ -169,19 +162,3 @@ def a2a_app() -> ASGIApp:
         Mount(PREFIX + "{agent}", routes=per_agent),
     ]
     return Gate(Starlette(routes=routes))
-
-
-def with_a2a(django_app: ASGIApp) -> ASGIApp:
-    """HTTP requests under /a2a/ and the site's agent card go to the A2A server, the rest
-    to Django (everything to Django when AWAKEN_A2A_SERVE is "none")."""
-    if "none" in settings.AWAKEN_A2A_SERVE:
-        return django_app
-    a2a = a2a_app()
-
-    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and is_a2a_path(scope["path"]):
-            await a2a(scope, receive, send)
-        else:
-            await django_app(scope, receive, send)
-
-    return app

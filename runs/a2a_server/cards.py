@@ -3,7 +3,8 @@
 An agent is served once it has a published version (its latest is what new runs pin)
 and AWAKEN_A2A_SERVE names it ("all" by default). Its card lists the agent itself as the
 main skill and each tool of its latest version as a further skill; two interfaces (the
-JSON-RPC binding at `<base>/a2a/<slug>/jsonrpc`, HTTP+JSON at `<base>/a2a/<slug>`) and
+JSON-RPC binding at `<base>/a2a/<slug>/jsonrpc`, HTTP+JSON at `<base>/a2a/<slug>`;
+AWAKEN_A2A_PREFERRED_BINDING first) and
 bearer authentication with an API token.
 """
 
@@ -72,6 +73,20 @@ def _tool_skill(name: str) -> AgentSkill:
     return AgentSkill(id=f"tool:{name}", name=name, description=description, tags=["tool"])
 
 
+def _interfaces(url: str) -> list[AgentInterface]:
+    """Both bindings, the preferred one first."""
+    offers = [
+        AgentInterface(
+            url=f"{url}/jsonrpc",
+            protocol_binding=JSONRPC_BINDING,
+            protocol_version=PROTOCOL_VERSION,
+        ),
+        AgentInterface(url=url, protocol_binding=REST_BINDING, protocol_version=PROTOCOL_VERSION),
+    ]
+    preferred = settings.AWAKEN_A2A_PREFERRED_BINDING
+    return sorted(offers, key=lambda offer: offer.protocol_binding != preferred)
+
+
 def agent_card(agent: Agent, base_url: str) -> AgentCard:
     version = agent_version_by_id(agent.latest_version_id)  # type: ignore[attr-defined]
     spec: dict[str, Any] = version.spec_dict
@@ -82,16 +97,7 @@ def agent_card(agent: Agent, base_url: str) -> AgentCard:
         description=description,
         version=str(version.number),
         provider=AgentProvider(organization="Awaken Ops", url=base_url),
-        supported_interfaces=[
-            AgentInterface(
-                url=f"{url}/jsonrpc",
-                protocol_binding=JSONRPC_BINDING,
-                protocol_version=PROTOCOL_VERSION,
-            ),
-            AgentInterface(
-                url=url, protocol_binding=REST_BINDING, protocol_version=PROTOCOL_VERSION
-            ),
-        ],
+        supported_interfaces=_interfaces(url),
         capabilities=AgentCapabilities(streaming=True, push_notifications=False),
         default_input_modes=["text/plain", "application/json"],
         default_output_modes=["text/plain", "application/json"],
