@@ -22,6 +22,7 @@ app_name = "runs"
 urlpatterns = [
     path("", dashboard.dashboard, name="dashboard"),
     path("dashboard/stats", dashboard.dashboard_stats, name="dashboard-stats"),
+    path("dashboard/glance", dashboard.dashboard_glance, name="dashboard-glance"),
     path("runs/", lists.run_list, name="run-list"),
     path("runs/export.csv", exports.runs_export, name="run-list-export"),
     path("runs/<uuid:run_id>/export.json", exports.run_export, name="run-export"),

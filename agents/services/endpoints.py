@@ -28,17 +28,14 @@ from runs.runtime.backends.a2a import (
     describe_error,
     validate,
 )
-from runs.runtime.netguard import AddressRefusedError, vetted_addresses
 
+from .address_guard import allow_private_hint, host_address_error
 from .health import endpoint_health_record
 
 logger = logging.getLogger(__name__)
 
 _U32 = 2**32 - 1
-ALLOW_PRIVATE_HINT = (
-    "Use a public address, or set AWAKEN_ENDPOINTS_ALLOW_PRIVATE=1 to allow endpoints on "
-    "private, loopback or link-local addresses."
-)
+ALLOW_PRIVATE_HINT = allow_private_hint("AWAKEN_ENDPOINTS_ALLOW_PRIVATE", "endpoints")
 
 
 def _allow_private() -> bool:
@@ -59,14 +56,7 @@ def endpoint_address_error(base_url: str) -> str | None:
         host = host.encode("idna").decode("ascii")
     except UnicodeError:
         return f"Invalid host name '{host}'."
-    try:
-        vetted_addresses(host, port, allow_private=_allow_private())
-    except AddressRefusedError as exc:
-        text = str(exc)
-        if "non-public" in text:
-            return f"Refused: {text}. {ALLOW_PRIVATE_HINT}"
-        return f"Cannot use this host: {text}. Check the spelling and that it resolves here."
-    return None
+    return host_address_error(host, port, allow_private=_allow_private(), hint=ALLOW_PRIVATE_HINT)
 
 
 def endpoint_config_errors(

@@ -6,6 +6,7 @@ whatever the number of runs (docs/stats.md)."""
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections import defaultdict
 from decimal import Decimal
 from typing import Any
@@ -146,12 +147,27 @@ DURATION_ROW = 24  # a duration chart row: the p50 and the p95 bar of one agent
 SERIES = 6  # colour classes series-0 … series-5, cycled over the agents
 
 
-def _ticks(peak: float, scale: float, unit: str) -> list[dict[str, Any]]:
-    """0, the middle and the peak of an axis `scale` SVG units long, labelled."""
-    peak = peak or 1.0
+def nice_top(peak: float) -> float:
+    """The axis end for `peak`: the smallest of 1, 2, 2.5, 5 × a power of ten that holds
+    it, so the ticks read as round numbers."""
+    if peak <= 0:
+        return 1.0
+    power = 10 ** math.floor(math.log10(peak))
+    return next(
+        step * power for step in (1, 2, 2.5, 5, 10) if step * power >= peak * (1 - 1e-9)
+    )
+
+
+def _ticks(top: float, scale: float, unit: str) -> list[dict[str, Any]]:
+    """0, the middle and the end of an axis `scale` SVG units long, labelled (the last
+    one anchored at its end, so it stays inside the chart)."""
     return [
-        {"label": f"{value:.3g}{unit}", "at": round(scale * value / peak, 2)}
-        for value in (0.0, peak / 2, peak)
+        {
+            "label": f"{value:.3g}{unit}",
+            "at": round(scale * value / top, 2),
+            "anchor": "end" if value == top else "middle",
+        }
+        for value in (0.0, top / 2, top)
     ]
 
 
@@ -164,7 +180,7 @@ def glance(window: str, now: dt.datetime | None = None) -> dict[str, Any]:
     days = [entry["day"] for entry in agents[0]["cost_per_day"]] if agents else _days(start, end)
     slot = CHART_WIDTH / max(len(days), 1)
     daily = [sum(a["cost_per_day"][i]["cost_usd"] for a in agents) for i in range(len(days))]
-    peak = float(max(daily, default=0)) or 1.0
+    peak = nice_top(float(max(daily, default=0)))
     bars = []
     for index, day in enumerate(days):
         y, segments = COST_HEIGHT, []
@@ -187,7 +203,7 @@ def glance(window: str, now: dt.datetime | None = None) -> dict[str, Any]:
                 "tick": index % label_every == 0 or index == len(days) - 1,
             }
         )
-    slowest = max((a["p95_seconds"] or 0 for a in agents), default=0) or 1.0
+    slowest = nice_top(float(max((a["p95_seconds"] or 0 for a in agents), default=0)))
     rows = [
         {
             "agent": agent["agent"],

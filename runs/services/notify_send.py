@@ -25,6 +25,7 @@ from django.conf import settings
 from django.core.mail import send_mail
 
 from agents.secrets import SecretError, decrypt, encrypt
+from agents.services.address_guard import allow_private_hint, host_address_error
 from agents.tools.builtin.web import PinnedConnection, parse_http_url, tls_context
 from runs import metrics
 from runs.models import NotificationChannel, NotificationDelivery
@@ -33,10 +34,7 @@ from runs.runtime.netguard import AddressRefusedError, vetted_addresses
 USER_AGENT = "awaken-ops-notify/1.0"
 SIGNATURE_HEADER = "X-Awaken-Signature"
 MAX_ERROR_BODY = 300  # of a receiver's error response, kept in last_error
-ALLOW_PRIVATE_HINT = (
-    "Use a public address, or set AWAKEN_NOTIFY_ALLOW_PRIVATE=1 to allow notification "
-    "targets on private, loopback or link-local addresses."
-)
+ALLOW_PRIVATE_HINT = allow_private_hint("AWAKEN_NOTIFY_ALLOW_PRIVATE", "notification targets")
 TITLES = {
     "ticket.opened": "Ticket opened",
     "ticket.deadline_near": "Ticket deadline near",
@@ -95,14 +93,7 @@ def target_url_error(url: str) -> str | None:
         host, port, _, _ = parse_http_url(url)
     except ValueError as exc:
         return str(exc)
-    try:
-        vetted_addresses(host, port, allow_private=_allow_private())
-    except AddressRefusedError as exc:
-        text = str(exc)
-        if "non-public" in text:
-            return f"Refused: {text}. {ALLOW_PRIVATE_HINT}"
-        return f"Cannot use this host: {text}. Check the spelling and that it resolves here."
-    return None
+    return host_address_error(host, port, allow_private=_allow_private(), hint=ALLOW_PRIVATE_HINT)
 
 
 # --- formats ------------------------------------------------------------------------------

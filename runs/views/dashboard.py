@@ -29,3 +29,15 @@ def dashboard_stats(request: HttpRequest) -> HttpResponse:
     return render(
         request, "runs/partials/dashboard_stats.html", {"dash": selectors.dashboard_cached()}
     )
+
+
+@require(VIEW, "view runs")
+def dashboard_glance(request: HttpRequest) -> HttpResponse:
+    """The "cost, tokens and latency" section alone, for the dashboard's timed refresh
+    (live_stream.js, data-refresh-seconds): the same window as the page asked for."""
+    window = request.GET.get("window", DEFAULT_WINDOW)
+    return render(
+        request,
+        "runs/partials/dashboard_glance.html",
+        {"glance": glance(window if window in WINDOWS else DEFAULT_WINDOW)},
+    )

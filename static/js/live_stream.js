@@ -18,6 +18,10 @@
  *    data-row-url with data-row-placeholder replaced by the run id) and, at most once per
  *    PANEL_REFRESH_MS, its panels (the inbox list); the dashboard's figures are pushed
  *    by the server (its socket URL asks for them), rendered once per process for every tab.
+ *  - timed panels ([data-refresh-url][data-refresh-seconds], anywhere on the page; the
+ *    dashboard's cost, tokens and latency section, read from hourly counters): refetched
+ *    every data-refresh-seconds whatever the socket says; a tab in the background
+ *    refetches nothing and catches up once when shown again.
  */
 (function () {
   "use strict";
@@ -194,7 +198,7 @@
 
   function livePage(root) {
     const refreshPanels = throttle(function () {
-      root.querySelectorAll("[data-refresh-url]").forEach(function (panel) {
+      root.querySelectorAll("[data-refresh-url]:not([data-refresh-seconds])").forEach(function (panel) {
         const checked = Array.from(panel.querySelectorAll("input[type=checkbox]:checked")).map(function (box) { return box.value; });
         window.htmx.ajax("GET", panel.dataset.refreshUrl, { source: panel, target: panel, swap: "innerHTML" }).then(function () {
           checked.forEach(function (value) {
@@ -265,7 +269,33 @@
     );
   }
 
+  // A panel refetched on a clock rather than on run changes (hourly figures: a change
+  // per run would be a request per run per tab). The next refetch is planned when the
+  // last one answered, so a slow server never has two in flight for the same panel.
+  function timedPanel(panel) {
+    const seconds = parseInt(panel.dataset.refreshSeconds, 10);
+    if (!(seconds > 0) || !window.htmx) { return; }
+    let timer = null;
+    let missed = false;
+    function plan() { clearTimeout(timer); timer = setTimeout(tick, seconds * 1000); }
+    function refresh() {
+      window.htmx.ajax("GET", panel.dataset.refreshUrl, { source: panel, target: panel, swap: "innerHTML" }).then(function () {
+        panel.dispatchEvent(new CustomEvent("awaken:refreshed", { bubbles: true }));
+      }).catch(function () { /* unreachable server: the next tick tries again */ }).finally(plan);
+    }
+    function tick() {
+      timer = null;
+      if (document.hidden) { missed = true; return; }
+      refresh();
+    }
+    document.addEventListener("visibilitychange", function () {
+      if (!document.hidden && missed) { missed = false; clearTimeout(timer); refresh(); }
+    });
+    plan();
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    document.querySelectorAll("[data-refresh-url][data-refresh-seconds]").forEach(timedPanel);
     const page = document.getElementById("run-page");
     if (page) { runPage(page); }
     const root = document.querySelector("[data-live][data-socket-url]");

@@ -4,7 +4,9 @@ Starts `manage.py serve` (the embedded default) on a fresh temporary var dir, mi
 seeds the demo agents, adds an operator and one agent whose model fails, creates demo
 data through the web app as that operator (a waiting approval, an ask_human question, a
 finished run, a delegated run, a failed run, an edited and a rejected decision), then
-logs in with Chromium and captures the pages. The server is stopped at the end.
+logs in with Chromium and captures the pages, and the dashboard's cost, tokens and latency
+section on its own (stats.png; the demo model is priced for it, so the runs cost
+something). The server is stopped at the end.
 
     .venv/bin/python -m tests.browser.screenshots [--out static/docs]
 """
@@ -90,6 +92,11 @@ def _prepare_database() -> None:
         call_command("seed_demo")  # prints the admin password: not wanted in the output
     user = User.objects.create_user(OPERATOR[0], "dana@example.com", OPERATOR[1], first_name="Dana")
     user.groups.add(Group.objects.get(name="operator"))
+    # priced like a hosted model, so stats.png's cost chart has bars (runs keep the prices
+    # of their creation: set before the demo runs start)
+    Model.objects.filter(slug="demo").update(
+        input_price_per_million_usd="3", output_price_per_million_usd="15"
+    )
     model, _ = Model.objects.update_or_create(
         slug="flaky-demo",
         defaults={
@@ -264,6 +271,25 @@ def _capture(page: Any, demo: Demo, out: Path) -> list[Path]:
     return written
 
 
+def _capture_stats(page: Any, out: Path) -> list[Path]:
+    """The dashboard's cost, tokens and latency section (the default window), alone."""
+    page.goto("/#glance")
+    page.locator("h1 .conn").filter(has_text="live").wait_for()
+    section = page.locator("#glance")
+    section.locator("svg.glance-durations text.tick").first.wait_for()
+    page.wait_for_load_state("networkidle")
+    margin = 12  # the page's background around the section, its heading included
+    box = section.evaluate(  # in page coordinates, as a full-page clip wants them
+        """(e, m) => { const r = e.getBoundingClientRect();
+        return {x: Math.max(r.left + scrollX - m, 0), y: Math.max(r.top + scrollY - m, 0),
+                width: r.width + 2 * m, height: r.height + 2 * m}; }""",
+        margin,
+    )
+    target = out / "stats.png"
+    page.screenshot(path=str(target), full_page=True, clip=box)
+    return [target]
+
+
 def _capture_admin(context: Any, out: Path) -> list[Path]:
     """The configuration pages, as an admin (a second session in the same browser)."""
     from agents.models import Agent
@@ -377,6 +403,7 @@ def main(argv: list[str] | None = None) -> int:
             demo = Demo(page)
             _create_demo_data(demo)
             written = _capture(page, demo, out)
+            written += _capture_stats(page, out)
             written += _capture_admin(context, out)
             written += _capture_teamwork(context, demo, out)
             browser.close()

@@ -1,5 +1,11 @@
 """Shared by the notification tests: the settings they run with, a webhook receiver on
-loopback, channels and rules made directly, and the receiver's signature check."""
+loopback, channels and rules made directly, and the receiver's signature check.
+
+Two fixtures, for a test module to import by their function names (pytest registers
+fixtures found in the module's namespace): `notify_configured_fixture` (autouse: every
+test of a module that imports it runs with `notify_settings`) and `receiver_fixture`
+(the `receiver` argument). They are named apart from the argument so that importing one
+does not shadow a test's parameter."""
 
 from __future__ import annotations
 
@@ -8,9 +14,11 @@ import hashlib
 import hmac
 import threading
 import time
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import pytest
 from django.utils import timezone
 
 from runs.models import NotificationChannel, NotificationDelivery, NotificationRule, Run, Ticket
@@ -31,6 +39,13 @@ def notify_settings(settings: Any) -> None:
     settings.AWAKEN_NOTIFY_MAX_ATTEMPTS = 5
     settings.AWAKEN_NOTIFY_TIMEOUT = 5.0
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    notify.no_routes.forget()
+
+
+@pytest.fixture(autouse=True, name="notify_configured")
+def notify_configured_fixture(settings: Any) -> Iterator[None]:
+    notify_settings(settings)
+    yield
     notify.no_routes.forget()
 
 
@@ -64,6 +79,13 @@ class Receiver:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+@pytest.fixture(name="receiver")
+def receiver_fixture() -> Iterator[Receiver]:
+    server = Receiver()
+    yield server
+    server.close()
 
 
 def channel(

@@ -5,7 +5,6 @@ with view_run manages their own subscriptions on the Notifications page."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,33 +13,18 @@ from django.urls import reverse
 
 from common.models import AuditEntry
 from runs.models import NotificationChannel, NotificationRule, NotificationSubscription
-from runs.services import notifications as notify
 from runs.services.notifications import notifications_drain
 from runs.services.notify_send import channel_secret
 from tests.factories import scripted_agent, user_with_role
 from tests.runs.notify_helpers import (
-    Receiver,
     channel,
-    notify_settings,
+    notify_configured_fixture,  # noqa: F401 (an autouse fixture)
     queued_webhook,
+    receiver_fixture,  # noqa: F401 (the `receiver` fixture)
     rule,
 )
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def _notify_settings(settings: Any) -> Iterator[None]:
-    notify_settings(settings)
-    yield
-    notify.no_routes.forget()
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    server = Receiver()
-    yield server
-    server.close()
 
 
 def staff_client(client: Any, role: str, name: str) -> Any:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -40,31 +39,17 @@ from tests.factories import APPROVAL, note_call, scripted_agent, user_with_role,
 from tests.runs.helpers import drive, expire_lease
 from tests.runs.notify_helpers import (
     SECRET,
-    Receiver,
     channel,
     due_now,
-    notify_settings,
+    notify_configured_fixture,  # noqa: F401 (an autouse fixture)
     queued_webhook,
+    receiver_fixture,  # noqa: F401 (the `receiver` fixture)
     rule,
     ticket_of,
     verify,
 )
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def _notify_settings(settings: Any) -> Iterator[None]:
-    notify_settings(settings)
-    yield
-    notify.no_routes.forget()
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    server = Receiver()
-    yield server
-    server.close()
 
 
 Status = NotificationDelivery.Status

@@ -15,7 +15,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from runs.models import HourlyUsage, Run, ToolCall
-from runs.selectors.usage import usage
+from runs.selectors.usage import nice_top, usage
 from runs.services import stats
 from runs.services.runs import run_start
 from tests.factories import ModelFactory, call, scripted_agent
@@ -64,6 +64,10 @@ def tool(run: Run, call_id: str, name: str, status: str, ms: int | None) -> None
 
 @pytest.fixture
 def dataset() -> dict[str, Any]:
+    return build_dataset()
+
+
+def build_dataset() -> dict[str, Any]:
     """Agent alpha (model m-alpha: $2 in, $10 out per million tokens): 1 s completed
     (1000/500 tokens), 10 s completed (2000/0), 100 s failed (0/100, day 2). Agent beta
     (model m-beta: $1 in, no output price): 5 s completed (3000/3000, day 2), a run
@@ -261,3 +265,52 @@ def test_dashboard_draws_the_charts_with_axes_and_the_tables(
     assert " style=" not in html.split('id="glance"')[1]
     default = viewer_client.get(reverse("runs:dashboard"), {"window": "<script>"})
     assert default.status_code == 200 and "<script>" not in default.content.decode()
+
+
+def test_the_glance_partial_refreshes_the_section_in_the_window_asked_for(
+    dataset: dict[str, Any], viewer_client: Any
+):
+    url = reverse("runs:dashboard-glance")
+    assert url == "/dashboard/glance"
+    html = viewer_client.get(url, {"window": "30d"}, headers={"HX-Request": "true"})
+    assert html.status_code == 200
+    body = html.content.decode()
+    assert body.lstrip().startswith('<section id="glance" class="glance">')  # the section alone
+    assert "<html" not in body and 'id="dashboard-stats"' not in body
+    assert 'class="chart glance-cost"' in body and 'class="chart glance-durations"' in body
+    assert '<strong aria-current="true">last 30d</strong>' in body
+    assert ">alpha<" in body and ">67 %<" in body  # alpha: 2 of its 3 runs completed
+    assert " style=" not in body
+    default = viewer_client.get(url, {"window": "<script>"}).content.decode()
+    assert '<strong aria-current="true">last 7d</strong>' in default and "<script>" not in default
+
+
+def test_the_glance_partial_needs_a_login_and_the_dashboard_permission(client: Any):
+    from django.contrib.auth.models import User
+
+    url = reverse("runs:dashboard-glance")
+    response = client.get(url, {"window": "24h"})
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("login") + "?next=")
+    client.force_login(User.objects.create_user("nobody", password="pw"))  # no role
+    assert client.get(url).status_code == 403
+    assert client.get(reverse("runs:dashboard")).status_code == 403  # the same as the page
+
+
+def test_the_dashboard_refetches_the_glance_on_a_clock_in_its_window(viewer_client: Any):
+    html = viewer_client.get(reverse("runs:dashboard"), {"window": "24h"}).content.decode()
+    wrapper = html.split('<div id="dashboard-glance"', 1)[1].split(">", 1)[0]
+    assert f'data-refresh-url="{reverse("runs:dashboard-glance")}?window=24h"' in wrapper
+    assert 'data-refresh-seconds="60"' in wrapper
+    assert html.index('id="dashboard-glance"') < html.index('<section id="glance"')
+    assert "js/live_stream.js" in html  # where [data-refresh-seconds] panels are refetched
+    # outside the socket's panels: a run change does not refetch the hourly figures
+    live = html.split("<div data-live", 1)[1].split('<div id="dashboard-glance"', 1)[0]
+    assert "data-refresh-url" not in live
+
+
+@pytest.mark.parametrize(
+    ("peak", "top"), [(0, 1.0), (0.0018, 0.002), (1.234, 2), (2.1, 2.5), (3, 5), (10, 10), (0.7, 1)]
+)
+def test_axes_end_on_round_numbers(peak: float, top: float) -> None:
+    assert nice_top(peak) == pytest.approx(top)
