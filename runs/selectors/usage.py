@@ -148,14 +148,12 @@ SERIES = 6  # colour classes series-0 … series-5, cycled over the agents
 
 
 def nice_top(peak: float) -> float:
-    """The axis end for `peak`: the smallest of 1, 2, 2.5, 5 × a power of ten that holds
+    """The axis end for `peak`: the smallest of 1, 2, 2.5, 5 times a power of ten that holds
     it, so the ticks read as round numbers."""
     if peak <= 0:
         return 1.0
     power = 10 ** math.floor(math.log10(peak))
-    return next(
-        step * power for step in (1, 2, 2.5, 5, 10) if step * power >= peak * (1 - 1e-9)
-    )
+    return next(step * power for step in (1, 2, 2.5, 5, 10) if step * power >= peak * (1 - 1e-9))
 
 
 def _ticks(top: float, scale: float, unit: str) -> list[dict[str, Any]]:
