@@ -33,6 +33,7 @@ from google.protobuf.json_format import MessageToDict
 from agents.models import Agent
 from common.audit import Actor
 from common.errors import IllegalTransition, InvalidInput, NotFound
+from common.jsonsafe import unstorable_in
 from runs.models import PendingInput, Run, Thread, Ticket
 from runs.services.creation import run_for_idempotency_key, thread_open_run
 from runs.services.inputs import input_submit
@@ -96,7 +97,12 @@ def _user_messages(content: Content) -> list[dict[str, Any]]:
 
 
 def _key(message: Message) -> str:
-    return f"a2a:{message.message_id[:KEY_CHARS]}" if message.message_id else ""
+    if not message.message_id:
+        return ""
+    unstorable = unstorable_in(message.message_id)
+    if unstorable is not None:
+        raise InvalidParamsError(f"messageId: {unstorable} are not allowed")
+    return f"a2a:{message.message_id[:KEY_CHARS]}"
 
 
 def _service_errors(exc: Exception) -> Exception:

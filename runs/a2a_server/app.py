@@ -23,6 +23,7 @@ from a2a.server.routes import create_jsonrpc_routes, create_rest_routes
 from a2a.server.routes.common import DefaultServerCallContextBuilder
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
+from django.db import connection
 from django.http.request import split_domain_port, validate_host
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -30,7 +31,6 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 
 from common.api.tokens import token_verify
-from runs.sql import release_connection
 
 from . import CARD_PATH, PREFIX, ASGIApp
 from .actions import Caller
@@ -85,10 +85,17 @@ def _error(status: int, message: str, headers: dict[str, str] | None = None) -> 
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
+def _close_connection() -> None:
+    """The request's thread ends with the request: its connection is closed (given back
+    to the pool), whatever CONN_MAX_AGE says, so none is left behind in a dead thread."""
+    if not connection.in_atomic_block:
+        connection.close()
+
+
 class Gate:
     """Host check, agent lookup and bearer authentication in front of the routes. Each
     request's database work runs on a thread of its own (as Django's handler does), and
-    its connection is given back at the end."""
+    its connection is closed at the end."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -102,7 +109,7 @@ class Gate:
                 else:
                     await self.app(scope, receive, send)
             finally:
-                await sync_to_async(release_connection)()
+                await sync_to_async(_close_connection)()
 
     async def _admit(self, scope: dict[str, Any]) -> Response | None:
         request = Request(scope)

@@ -281,3 +281,17 @@ def test_cancel_maps_to_the_run(binding: str, operator_token: str) -> None:
     with pytest.raises(REFUSED, match="already ended"):
         run(a2a.cancel(task.id))
     assert Thread.objects.count() == 1
+
+
+def test_hostile_messages_are_refused_with_a_reason(binding: str, operator_token: str) -> None:
+    AgentFactory(slug="hardened")
+    a2a = client("hardened", operator_token, binding)
+    cases = [
+        (message("nul \x00 inside"), "NUL"),
+        (message("fine", message_id="id-\x00"), "NUL"),
+        (message("x" * 100_001), "longer than"),
+    ]
+    for msg, reason in cases:
+        with pytest.raises(REFUSED, match=reason):
+            run(a2a.send(msg, wait=False))
+    assert not Run.objects.exists() and not Thread.objects.exists()
