@@ -13,6 +13,7 @@ from a2a.types import TaskState
 from a2a.utils.errors import A2AError
 
 from awaken_site.asgi import application
+from common.models import AuditEntry
 from runs.models import Decision, Run, Thread, Ticket
 from runs.runtime.backends.a2a.mapping import payload_text
 from tests.factories import (
@@ -163,6 +164,8 @@ def test_a_message_starts_a_run_whose_task_completes_with_the_answer(
         (2, "4, the sum"),
     ]
     assert done.metadata["run_id"] == task.id
+    started = AuditEntry.objects.get(action="run.start", target_id=task.id)
+    assert (started.source, started.actor_label) == ("a2a", "a2a-operator (token test)")
     assert run(a2a.get(task.id, history_length=0)).history == []
     # the same context continues the conversation in a new run of the same thread
     again = run(a2a.send(message("and 3+3?", context_id=task.context_id), wait=False))
