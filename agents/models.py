@@ -275,15 +275,24 @@ class AgentVersion(models.Model):
         help_text="Who published it (empty: the system).",
     )
     created_at = models.DateTimeField(auto_now_add=True, help_text="When it was published.")
+    draft = models.BooleanField(
+        default=False,
+        help_text="A snapshot of the draft a fork or a replay runs on: never published, "
+        "never pinned by new runs; its number is the published version it is based on.",
+    )
 
     class Meta:
         ordering = ["agent", "-number"]
         constraints = [
-            models.UniqueConstraint(fields=["agent", "number"], name="agentversion_unique_number")
+            models.UniqueConstraint(
+                fields=["agent", "number"],
+                condition=models.Q(draft=False),
+                name="agentversion_unique_number",
+            )
         ]
 
     def __str__(self) -> str:
-        return f"{self.agent.slug} v{self.number}"
+        return f"{self.agent.slug} v{self.number}" + (" draft" if self.draft else "")
 
     @property
     def spec_dict(self) -> dict[str, Any]:

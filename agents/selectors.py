@@ -4,11 +4,17 @@ versions runs pin. Nothing here writes."""
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 from django.db.models import OuterRef, QuerySet, Subquery
 
 from agents.errors import AgentNotPublished
 from agents.models import Agent, AgentVersion, RemoteEndpoint
+
+
+def published(**filters: Any) -> QuerySet[AgentVersion]:
+    """Published versions (not the draft snapshots forks and replays run on)."""
+    return AgentVersion.objects.filter(draft=False, **filters)
 
 
 def agent_list() -> QuerySet[Agent]:
@@ -28,7 +34,7 @@ def agent_version_latest(agent: Agent) -> AgentVersion | None:
     read with `agents_with_latest_version()` answers from its annotation and the cache."""
     version_id = getattr(agent, "latest_version_id", _UNREAD)
     if version_id is _UNREAD:
-        return AgentVersion.objects.filter(agent_id=agent.pk).order_by("-number").first()
+        return published(agent_id=agent.pk).order_by("-number").first()
     return agent_version_by_id(version_id) if version_id is not None else None
 
 
@@ -38,13 +44,13 @@ _UNREAD = object()
 def agents_with_latest_version() -> QuerySet[Agent]:
     """Agents annotated with `latest_version_id` (None: never published): starting a run
     reads the agent and the version it pins in one query."""
-    latest = AgentVersion.objects.filter(agent=OuterRef("pk")).order_by("-number")
+    latest = published(agent=OuterRef("pk")).order_by("-number")
     return Agent.objects.annotate(latest_version_id=Subquery(latest.values("pk")[:1]))
 
 
 @functools.lru_cache(maxsize=512)
 def agent_version_by_id(version_id: int) -> AgentVersion:
-    """A published version, cached per process: versions never change once written
+    """A version (published, or a draft snapshot), cached per process: versions never change once written
     (tests that roll back rows clear it with `cache_clear()`)."""
     return AgentVersion.objects.get(pk=version_id)
 
@@ -62,15 +68,13 @@ def agent_version_current(*, agent: Agent) -> AgentVersion:
 
 def agent_versions(agent: Agent) -> list[AgentVersion]:
     """Every published version of `agent`, newest first, with who published it."""
-    return list(
-        AgentVersion.objects.filter(agent=agent).select_related("published_by").order_by("-number")
-    )
+    return list(published(agent=agent).select_related("published_by").order_by("-number"))
 
 
 def agent_version_by_number(agent: Agent, number: int) -> AgentVersion | None:
-    return AgentVersion.objects.filter(agent=agent, number=number).first()
+    return published(agent=agent, number=number).first()
 
 
 def agent_version_before(agent: Agent, number: int) -> AgentVersion | None:
     """The version published just before v`number` (None for the first one)."""
-    return AgentVersion.objects.filter(agent=agent, number__lt=number).order_by("-number").first()
+    return published(agent=agent, number__lt=number).order_by("-number").first()

@@ -17,6 +17,7 @@ VIEW = [
     ("runs", "view_pendinginput"),
     ("runs", "view_backgroundtask"),
     ("runs", "view_schedule"),
+    ("runs", "view_replayset"),
     ("runs", "view_notificationchannel"),
     ("runs", "view_notificationrule"),
     ("common", "view_auditentry"),
@@ -47,7 +48,7 @@ CONFIGURE = [
         ("runs", "notificationrule"),
     ]
     for verb in ("add", "change", "delete")
-] + [("runs", "run_schedule"), ("runs", "view_notificationdelivery")]
+] + [("runs", "run_schedule"), ("runs", "view_notificationdelivery"), ("runs", "replay_runs")]
 
 ROLES: dict[str, list[tuple[str, str]]] = {
     "viewer": VIEW,

@@ -222,7 +222,7 @@ def agent_publish_errors(agent: Agent) -> dict[str, str]:
     errors = agent_validate(agent)
     if "delegates" not in errors and agent.pk:
         unpublished = sorted(
-            agent.delegates.filter(versions__isnull=True).values_list("slug", flat=True)
+            agent.delegates.exclude(versions__draft=False).values_list("slug", flat=True)
         )
         if unpublished:
             errors["delegates"] = (
@@ -332,6 +332,25 @@ def agent_publish(*, agent: Agent, actor: Actor, note: str = "") -> AgentVersion
         comment=note,
     )
     return version
+
+
+@transaction.atomic
+def agent_draft_snapshot(*, agent: Agent) -> AgentVersion:
+    """The draft frozen as a version a fork or a replay can pin (`draft=True`: never
+    published, never what new runs take), validated as publishing would; the draft
+    unchanged since its last snapshot reuses it."""
+    locked = Agent.objects.select_for_update().get(pk=agent.pk)
+    errors = agent_publish_errors(locked)
+    if errors:
+        listed = " ".join(f"{field}: {message}" for field, message in errors.items())
+        raise AgentConfigInvalid(f"the draft of '{locked.slug}' cannot run: {listed}", errors)
+    spec = agent_spec(locked)
+    latest = agent_version_latest(locked)
+    number = latest.number if latest else 0
+    for snapshot in AgentVersion.objects.filter(agent=locked, draft=True, number=number):
+        if spec_normalized(snapshot.spec) == spec:
+            return snapshot
+    return AgentVersion.objects.create(agent=locked, number=number, spec=spec, draft=True)
 
 
 @transaction.atomic

@@ -1,5 +1,5 @@
 """The runs app's models: threads, runs and their logs (core), tickets and decisions
-(tickets), run control (control), saved views (teamwork), notifications and the
+(tickets), run control (control), saved views (teamwork), notifications, replays and the
 dashboard's counters (stats)."""
 
 from runs.fields import RowJSONField, uuid7_default  # migrations name them here
@@ -20,6 +20,7 @@ from runs.models.notifications import (
     NotificationRule,
     NotificationSubscription,
 )
+from runs.models.replays import ReplayItem, ReplaySet
 from runs.models.stats import HourlyStat, HourlyUsage
 from runs.models.teamwork import SavedView
 from runs.models.tickets import DELEGATE_TICKET_PREFIX, Decision, Ticket, TicketQuerySet
@@ -39,6 +40,8 @@ __all__ = [
     "NotificationRule",
     "NotificationSubscription",
     "PendingInput",
+    "ReplayItem",
+    "ReplaySet",
     "RowJSONField",
     "Run",
     "RunEvent",

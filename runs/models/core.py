@@ -181,6 +181,22 @@ class Run(models.Model):
         related_name="retries",
         help_text="Failed run this one retries from its last checkpoint.",
     )
+    forked_from = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="forks",
+        help_text="Run whose thread this one's was copied from, up to a step boundary.",
+    )
+    fork_step = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Forks: the step boundary of the original it starts at."
+    )
+    fork_edit = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="Forks: the message changed in the copy {seq, role, before, after}.",
+    )
     origin = models.CharField(
         max_length=20, default="user", help_text="user, subagent or internal."
     )
@@ -277,7 +293,9 @@ class Run(models.Model):
         help_text="0 (high) … 255 (low): workers take due runs by priority, then age.",
     )
     run_mode = models.CharField(
-        max_length=20, default="foreground", help_text="How it started: foreground or scheduled."
+        max_length=20,
+        default="foreground",
+        help_text="How it started: foreground, scheduled, fork or replay.",
     )
     schedule = models.ForeignKey(
         "Schedule",

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from agents.models import Agent
+from agents.models import Agent, AgentVersion
 from agents.pricing import price_snapshot
 from agents.selectors import agent_version_current
 from common.audit import Actor, audit_record
@@ -122,12 +122,16 @@ def run_create(
     run_mode: str = "foreground",
     schedule: Any = None,
     submission_events: Callable[[Run, list[str]], list[dict[str, Any]]] | None = None,
+    version: AgentVersion | None = None,
+    **provenance: Any,
 ) -> Run:
     """A new run of `agent` on `thread` (locked by the caller, or `new_thread` not yet
     inserted) that starts with `new_messages`, appended to the thread's log; due at once.
     Its log begins with its `run_start` (and what `submission_events(run, message_ids)`
-    adds, such as the delivery of a pending input), committed with it."""
-    version = agent_version_current(agent=agent)
+    adds, such as the delivery of a pending input), committed with it. It pins `version`
+    (forks and replays choose one, a draft snapshot included), else the latest published
+    one; `provenance` sets fields such as `forked_from` and `fork_step`."""
+    version = version or agent_version_current(agent=agent)
     trigger_ids = append_to_thread(thread, new_messages)
     run = Run(
         thread=thread,
@@ -149,6 +153,7 @@ def run_create(
             input_message_count=len(trigger_ids),
         ).to_json(),
         input=input_for(thread, trigger_ids),
+        **provenance,
     )
     # The first events commit with the run, so a client following it sees it begin at
     # once; the worker's first checkpoint leaves its own run_start out (OrmCheckpointStore).
