@@ -15,6 +15,7 @@ Cards are public unless AWAKEN_A2A_PUBLIC_CARDS is false; every other call needs
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 from a2a.server.context import ServerCallContext
@@ -30,7 +31,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 
+from common.api.auth import TokenRateThrottle
 from common.api.tokens import token_verify
+from common.models import ApiToken
 
 from . import CARD_PATH, PREFIX, ASGIApp
 from .actions import Caller
@@ -132,26 +135,40 @@ class Gate:
         public = agent is None or rest == CARD_PATH
         if public and settings.AWAKEN_A2A_PUBLIC_CARDS:
             return None
-        caller = await sync_to_async(self._caller)(request)
-        if caller is None:
+        token = await sync_to_async(_token)(request)
+        if token is None:
             return _error(
                 401,
                 "authentication required: send 'Authorization: Bearer <API token>'",
                 {"WWW-Authenticate": 'Bearer realm="a2a"'},
             )
-        scope["awaken"]["caller"] = caller
+        wait = await sync_to_async(_throttled)(token)
+        if wait is not None:
+            return _error(
+                429,
+                f"too many requests for this token: retry in {wait:.0f} s",
+                {"Retry-After": str(max(1, round(wait)))},
+            )
+        request_id = request.headers.get("x-request-id", "")[:REQUEST_ID_CHARS]
+        scope["awaken"]["caller"] = Caller(token.user, token.name, request_id)
         return None
 
-    @staticmethod
-    def _caller(request: Request) -> Caller | None:
-        scheme, _, raw = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not raw.strip():
-            return None
-        token = token_verify(raw.strip())
-        if token is None:
-            return None
-        request_id = request.headers.get("x-request-id", "")[:REQUEST_ID_CHARS]
-        return Caller(user=token.user, token_name=token.name, request_id=request_id)
+
+def _token(request: Request) -> ApiToken | None:
+    scheme, _, raw = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not raw.strip():
+        return None
+    return token_verify(raw.strip())
+
+
+def _throttled(token: ApiToken) -> float | None:
+    """The REST API's per-token throttle (API_THROTTLE_RATE, one window for both): the
+    seconds to wait, or None. DRF's throttle reads the token from a request; this one is
+    only that."""
+    throttle = TokenRateThrottle()
+    if throttle.allow_request(SimpleNamespace(auth=token, user=token.user), None):
+        return None
+    return throttle.wait() or 1.0
 
 
 def a2a_app() -> ASGIApp:

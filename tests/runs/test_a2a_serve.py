@@ -298,3 +298,17 @@ def test_hostile_messages_are_refused_with_a_reason(binding: str, operator_token
         with pytest.raises(REFUSED, match=reason):
             run(a2a.send(msg, wait=False))
     assert not Run.objects.exists() and not Thread.objects.exists()
+
+
+def test_calls_share_the_api_tokens_throttle(settings: Any, operator_token: str) -> None:
+    settings.REST_FRAMEWORK = {
+        **settings.REST_FRAMEWORK,
+        "DEFAULT_THROTTLE_RATES": {"api_token": "2/min"},
+    }
+    AgentFactory(slug="busy")
+    a2a = client("busy", operator_token, REST)
+    task = run(a2a.send(message("hi"), wait=False))
+    run(a2a.get(task.id))
+    with pytest.raises(REFUSED, match="429"):
+        run(a2a.get(task.id))
+    assert run(client("busy", token_for(user_with_role("operator", "other")), REST).get(task.id))
