@@ -24,6 +24,7 @@ from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
 from agents.models import Agent
+from runs import metrics
 from runs.models import Run
 from runs.runtime.ports import CancellationToken
 from runs.services.dispatch import enqueue_on_commit, run_dispatch
@@ -122,6 +123,7 @@ def run_claim(*, run_id: Any, worker: str) -> Run | None:
             )
             if run is not None:
                 activation_close_interrupted(run, LEASE_EXPIRED)
+                metrics.lease_recovered("redelivered")
         if run is not None:
             # the agent as it is named now (only its slug is loaded)
             slug = run.agent_slug  # type: ignore[attr-defined]

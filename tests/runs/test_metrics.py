@@ -22,6 +22,7 @@ from common.audit import Actor
 from runs import metrics
 from runs.models import Run, Ticket
 from runs.services.execution import run_fail
+from runs.services.leases import run_claim
 from runs.services.runs import run_start
 from runs.services.tickets import decision_submit
 from tests.factories import (
@@ -32,7 +33,7 @@ from tests.factories import (
     note_call,
     view_only_user,
 )
-from tests.runs.helpers import drive, events
+from tests.runs.helpers import drive, events, expire_lease
 
 pytestmark = pytest.mark.django_db
 
@@ -293,3 +294,13 @@ def test_the_worker_listener_serves_the_process_series_without_database_gauges()
     assert "awaken_runs_due_unclaimed" not in body
     with pytest.raises(ImproperlyConfigured):
         metrics.serve_worker_metrics("no-port")
+
+
+def test_a_redelivered_task_taking_a_dead_workers_run_counts_as_a_recovery():
+    run = run_start(agent=unique_agent([{"text": "hi"}]), messages="go")
+    before = value("awaken_lease_recoveries_total", reason="redelivered")
+    assert run_claim(run_id=run.pk, worker="dead") is not None
+    expire_lease(run)
+    taken = run_claim(run_id=run.pk, worker="alive")
+    assert taken is not None and taken.recoveries == 1
+    assert value("awaken_lease_recoveries_total", reason="redelivered") == before + 1
