@@ -16,9 +16,7 @@ import uuid
 from typing import Any
 
 import pytest
-from a2a.client.errors import A2AClientError
 from a2a.types import TaskState
-from a2a.utils.errors import A2AError
 
 from agents.models import RemoteEndpoint
 from runs.models import Run, Ticket
@@ -34,9 +32,8 @@ from tests.factories import (
     user_with_role,
 )
 from tests.processes import free_port, wait_for
-from tests.runs.a2a_client import JSONRPC, REST, A2AClient, message, run
+from tests.runs.a2a_client import JSONRPC, REFUSED, REST, A2AClient, message, run
 
-REFUSED = (A2AClientError, A2AError)
 SLEEP_SECONDS = 30
 
 

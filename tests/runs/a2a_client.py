@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 import httpx
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+from a2a.client.errors import A2AClientError
 from a2a.types import (
     AgentCard,
     CancelTaskRequest,
@@ -25,9 +26,12 @@ from a2a.types import (
     SubscribeToTaskRequest,
     Task,
 )
+from a2a.utils.errors import A2AError
 from google.protobuf.json_format import ParseDict
 
 JSONRPC, REST = "JSONRPC", "HTTP+JSON"
+# what the stock client raises: transport errors (a 401) and the errors the server answered
+REFUSED = (A2AClientError, A2AError)
 T = TypeVar("T")
 
 

@@ -8,9 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
-from a2a.client.errors import A2AClientError
 from a2a.types import TaskState
-from a2a.utils.errors import A2AError
 
 from awaken_site.asgi import application
 from common.models import AuditEntry
@@ -25,13 +23,11 @@ from tests.factories import (
     token_for,
     user_with_role,
 )
-from tests.runs.a2a_client import JSONRPC, REST, A2AClient, message, run
+from tests.runs.a2a_client import JSONRPC, REFUSED, REST, A2AClient, message, run
 from tests.runs.helpers import drive
 
 pytestmark = pytest.mark.django_db(transaction=True)
 BASE = "http://testserver"
-# what the stock client raises: transport errors (401) and the errors the server answered
-REFUSED = (A2AClientError, A2AError)
 
 
 @pytest.fixture(params=[JSONRPC, REST])
