@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
 from agents.models import Agent, AgentVersion, Model
@@ -13,6 +14,9 @@ from runs.runtime.backends import DelegateTool
 from runs.runtime.backends.delegate import DelegateRunner
 from runs.runtime.loop import AgentSpec, ResolvedAgent
 from runs.runtime.permissions import PermissionPolicy
+from runs.runtime.ports import Tool
+
+ToolWrapper = Callable[[Tool], Tool]
 
 
 class AgentNotResolvable(LookupError):
@@ -21,13 +25,18 @@ class AgentNotResolvable(LookupError):
 
 class VersionResolver:
     """Resolves agent ids: pinned versions first, else the agent's latest published version
-    (delegates); a draft is never used."""
+    (delegates); a draft is never used. `tool_wrapper` wraps each tool the agents get
+    (replays: dry side effects, recorded answers; see runs.services.replay_tools)."""
 
     def __init__(
-        self, pinned: dict[str, AgentVersion], delegate_runner: DelegateRunner | None = None
+        self,
+        pinned: dict[str, AgentVersion],
+        delegate_runner: DelegateRunner | None = None,
+        tool_wrapper: ToolWrapper | None = None,
     ) -> None:
         self.pinned = dict(pinned)
         self.delegate_runner = delegate_runner
+        self.tool_wrapper = tool_wrapper
         self._resolved: dict[str, ResolvedAgent] = {}
 
     def preload(self, agent_id: str) -> None:
@@ -79,7 +88,9 @@ class VersionResolver:
                 f"agent '{agent_id}' v{version.number} uses model '{spec['model_id']}', "
                 "which no longer exists"
             )
-        tools = {name: get_tool(name) for name in spec.get("tools") or []}
+        tools: dict[str, Any] = {name: get_tool(name) for name in spec.get("tools") or []}
+        if self.tool_wrapper is not None:
+            tools = {name: self.tool_wrapper(tool) for name, tool in tools.items()}
         if self.delegate_runner is not None:
             for delegate_id in spec.get("delegates") or []:
                 description = self._description(delegate_id)

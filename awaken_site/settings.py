@@ -194,6 +194,8 @@ AWAKEN_EMBEDDED_WORKER = env_bool(
 AWAKEN_LEASE_SECONDS = env_float("AWAKEN_LEASE_SECONDS", 30.0, minimum=1.0)
 AWAKEN_SWEEP_SECONDS = env_float("AWAKEN_SWEEP_SECONDS", 5.0, minimum=0.1)
 AWAKEN_MAX_ATTEMPTS = env_int("AWAKEN_MAX_ATTEMPTS", 5, minimum=1)
+# Replays (docs/replays.md): at most this many replay runs at once, all sets together.
+AWAKEN_REPLAY_CONCURRENCY = env_int("AWAKEN_REPLAY_CONCURRENCY", 2, minimum=1)
 # Retention: run trees finished more than this many days ago are deleted daily by the
 # beat task `runs.prune_old_runs` (docs/retention.md); 0 keeps everything.
 AWAKEN_RETENTION_DAYS = env_int("AWAKEN_RETENTION_DAYS", 0, minimum=0)
@@ -454,5 +456,7 @@ SPECTACULAR_SETTINGS = {
         "DecisionRequestActionEnum": "runs.api.serializers.DECISION_ACTIONS",
         "BulkOutcomeEnum": "runs.api.bulk_serializers.BULK_OUTCOMES",
         "RuleVerdictOutcomeEnum": "runs.api.rule_serializers.VERDICT_OUTCOMES",
+        "ReplaySetStatusEnum": ["running", "done", "cancelled"],
+        "ReplayItemStatusEnum": ["pending", "running", "done", "skipped"],
     },
 }

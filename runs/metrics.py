@@ -259,7 +259,10 @@ def inference_done(event: dict[str, Any]) -> None:
 
 
 def ticket_decided(ticket: Ticket, action: str, decided_at: dt.datetime) -> None:
-    """A decision closed `ticket` (after its transaction commits)."""
+    """A decision closed `ticket` (after its transaction commits). A replay's tickets,
+    decided by its set's policy, are nobody's wait: not counted."""
+    if Ticket.run.is_cached(ticket) and ticket.run.run_mode == "replay":
+        return
     waited = max((decided_at - ticket.created_at).total_seconds(), 0.0)
     tool, agent_id = _tool_label(ticket.tool_name), ticket.agent_id
 

@@ -11,6 +11,7 @@ from django.template.loader import render_to_string
 
 VIEW = "runs.view_run"
 START = "runs.start_run"
+FORK = START  # a fork starts a run: operators fork, viewers see the forks
 CANCEL = "runs.cancel_run"
 RETRY = "runs.retry_run"
 DECIDE = "runs.decide_ticket"

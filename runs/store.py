@@ -45,6 +45,7 @@ from runs.services.inbox import (
     wake_if_work_finished,
 )
 from runs.services.notifications import notify_run_finished, notify_tickets
+from runs.services.replay_flow import replay_run_ended, replay_tickets_decide
 
 
 def _ts(value: dt.datetime | None) -> int | None:
@@ -163,7 +164,9 @@ class OrmCheckpointStore:
     """`announced`: the run's log already holds the `run_start` this activation emits
     first (the submission committed it, so a client sees the run begin at once); the
     first checkpoint leaves it out instead of writing it twice. `timer`: the live sink's,
-    which knows how long each tool call took."""
+    which knows how long each tool call took. `replay`: the run replays a past run
+    (docs/replays.md): its tickets are decided by its set's policy in the checkpoint that
+    opens them, it notifies nobody, and its end starts the set's next replays."""
 
     def __init__(
         self,
@@ -174,8 +177,10 @@ class OrmCheckpointStore:
         announced: bool = False,
         timer: metrics.ActivationTimer | None = None,
         trace: tracing.ActivationTrace | None = None,
+        replay: bool = False,
     ) -> None:
         self.run_id = run_id
+        self.replay = replay
         self.attempt = attempt
         self.lease_seconds = lease_seconds
         self.announced = announced
@@ -213,6 +218,8 @@ class OrmCheckpointStore:
                 apply_thread_projection(run)
             tools = self._save_tool_calls(run, checkpoint, now)
             events_append(run, events, now=now, save_counter=False)
+            if self.replay:  # nobody sees a replay's tickets: its set's policy decides
+                replay_tickets_decide(run)
             if checkpoint.background_starts or checkpoint.background_delivered:
                 background_record(
                     run, checkpoint.background_starts, checkpoint.background_delivered, now
@@ -222,7 +229,8 @@ class OrmCheckpointStore:
                 if run.finished_at == now:  # it was not done before
                     stats.run_finished(run, tools)
                     tools = Counter()
-                    notify_run_finished(run, checkpoint.record.error_payload)
+                    if not self.replay:
+                        notify_run_finished(run, checkpoint.record.error_payload)
                     metrics.run_finished(
                         checkpoint.record.agent_id,
                         run.status,
@@ -234,6 +242,8 @@ class OrmCheckpointStore:
                 if state is not None and state.extensions.get(BACKGROUND_KEY):
                     background_cancel(run, now)  # its unfinished work ends with it
                 thread_deliver_next(run)  # the thread's next queued input starts
+                if self.replay:
+                    replay_run_ended(run.pk)  # its set's next replays start
             elif checkpoint.accepts_input and run.pending_inputs:
                 count = checkpoint.expected_message_count + len(checkpoint.new_messages)
                 delivered = steer_deliver(run, count)
@@ -380,7 +390,8 @@ class OrmCheckpointStore:
         )
         if opened:
             Run.objects.filter(pk=run.pk).update(open_tickets=F("open_tickets") + len(opened))
-            notify_tickets(opened, NotificationEvent.TICKET_OPENED)
+            if not self.replay:  # a replay's tickets are decided at once, by no one
+                notify_tickets(opened, NotificationEvent.TICKET_OPENED)
 
 
 TOOL_CALL_FIELDS = (

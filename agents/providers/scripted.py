@@ -6,6 +6,11 @@ same turn again. Without a script it follows a small demo policy that picks a to
 the user's words, so the seeded demo agents behave plausibly with no network.
 Tool call ids are derived from the triggering message, so a step replayed after a crash
 calls its tools with the same ids (and idempotent tools do not act twice).
+
+A scripted turn's text may contain `{last_tool_result}` (LAST_TOOL_RESULT): it is replaced
+by the text of the last tool message the model reads before that turn (empty when there
+is none), so a test can see a changed tool result (an edited fork) reach the answer.
+Nothing else of the text is interpreted.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from runs.runtime.testing import Turn, play_turn
 from runs.runtime.types import Message, Role, TokenUsage
 
 END_OF_SCRIPT = "(end of script)"
+LAST_TOOL_RESULT = "{last_tool_result}"
 DEMO_WORD_DELAY = 0.03
 
 
@@ -37,6 +43,14 @@ def _turn_position(messages: list[Message]) -> tuple[str, int]:
 def _call_id(anchor: str, turn: int, index: int) -> str:
     digest = hashlib.sha1(f"{anchor}:{turn}:{index}".encode()).hexdigest()[:16]
     return f"call_{digest}"
+
+
+def _with_last_tool_result(text: str, messages: list[Message]) -> str:
+    """`text` with LAST_TOOL_RESULT replaced by the last tool message's text."""
+    if LAST_TOOL_RESULT not in text:
+        return text
+    last = next((m for m in reversed(messages) if m.role is Role.TOOL), None)
+    return text.replace(LAST_TOOL_RESULT, last.text() if last else "")
 
 
 def _usage(request: InferenceRequest, text: str) -> TokenUsage:
@@ -78,7 +92,7 @@ class ScriptedModelClient:
             if int(position_key) < len(calls)
         }
         turn = Turn(
-            text=raw.get("text", ""),
+            text=_with_last_tool_result(raw.get("text", ""), request.messages),
             tool_calls=calls,
             delay=float(raw.get("delay", 0)),
             error=raw.get("error"),

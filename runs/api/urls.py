@@ -22,6 +22,9 @@ from common.api.errors import error_body
 from .stream import RunEventStreamView
 from .views import audit, bulk, exports, inputs, runs, saved_views, threads, tickets
 from .views.claims import TicketAssignView, TicketClaimView
+from .views.compare import RunCompareView
+from .views.forks import RunForksView, RunForkView
+from .views.replays import ReplayCancelView, ReplayDetailView, ReplayListView
 from .views.rules import TicketRuleProposalView
 from .views.stats import StatsView
 
@@ -59,10 +62,13 @@ urlpatterns = [
     path("runs", runs.RunListView.as_view(), name="api-runs"),
     # before runs/<str:run_id>, which "export.csv" would match
     path("runs/export.csv", exports.RunsCsvExportView.as_view(), name="api-runs-export"),
+    path("runs/compare", RunCompareView.as_view(), name="api-runs-compare"),  # before it too
     path("runs/<str:run_id>", runs.RunDetailView.as_view(), name="api-run"),
     path("runs/<str:run_id>/export", exports.RunExportView.as_view(), name="api-run-export"),
     path("runs/<str:run_id>/cancel", runs.RunCancelView.as_view(), name="api-run-cancel"),
     path("runs/<str:run_id>/retry", runs.RunRetryView.as_view(), name="api-run-retry"),
+    path("runs/<str:run_id>/fork", RunForkView.as_view(), name="api-run-fork"),
+    path("runs/<str:run_id>/forks", RunForksView.as_view(), name="api-run-forks"),
     path("runs/<str:run_id>/events", runs.RunEventsView.as_view(), name="api-run-events"),
     path(
         "runs/<str:run_id>/events/stream",
@@ -125,6 +131,9 @@ urlpatterns = [
         saved_views.SavedViewDetailView.as_view(),
         name="api-saved-view",
     ),
+    path("replays", ReplayListView.as_view(), name="api-replays"),
+    path("replays/<str:set_id>", ReplayDetailView.as_view(), name="api-replay"),
+    path("replays/<str:set_id>/cancel", ReplayCancelView.as_view(), name="api-replay-cancel"),
     path("schema/", read_only(SpectacularAPIView.as_view()), name="api-schema"),
     path(
         "docs/",

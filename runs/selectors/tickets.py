@@ -86,8 +86,11 @@ def ticket_list(
             who=who,
             user=user,
         )
-    closed = Ticket.objects.filter(status=status).select_related(
-        "run__agent", "tool_call", "decision", "claimed_by", "assigned_to"
+    # a replay's tickets (decided by its set's policy as they open) are nobody's
+    closed = (
+        Ticket.objects.filter(status=status)
+        .exclude(run__run_mode="replay")
+        .select_related("run__agent", "tool_call", "decision", "claimed_by", "assigned_to")
     )
     tickets = _tickets_of(_tickets_for(closed, agent, tool, waiting_longer_than), who, user)
     return keyset_page(tickets, cursor, size)

@@ -79,6 +79,8 @@ from runs.services.leases import (
 )
 from runs.services.notifications import notify_run, notify_ticket
 from runs.services.remote import abort_remote_on_commit
+from runs.services.replay_flow import REPLAY_MODE, replay_run_ended, replays_repair
+from runs.services.replay_tools import replay_tool_wrapper
 from runs.services.runs import run_request_cancel_flag
 from runs.services.tickets import decision_submit, tickets_close_open
 from runs.sql import update_returning
@@ -114,6 +116,7 @@ class Segment:
         resolver = VersionResolver(
             {run.agent.slug: run.agent_version},
             delegate_runner=_delegate_runner(run, run.attempt, worker),
+            tool_wrapper=replay_tool_wrapper(run),  # replays: dry and recorded tools
         )
         sink = OrmLiveSink(run.pk, run.agent.slug, trace=self.trace)
         self.request = BackendRootRunRequest(
@@ -131,6 +134,7 @@ class Segment:
                 announced=run.attempt == 1 and run.steps == 0 and run.last_event_seq >= 1,
                 timer=sink.timer,  # the tool calls' durations, for the usage counters
                 trace=self.trace,
+                replay=run.run_mode == REPLAY_MODE,
             ),
             control=BackendControl(cancellation_token=self.token, decisions_attached=False),
             previous=record_from_row(run),
@@ -272,7 +276,10 @@ def run_fail(*, run_id: Any, attempt: int | None, message: str, given_up: bool =
     run.save()
     stats.run_finished(run)
     metrics.run_failed(run)
-    notify_run(run, NotificationEvent.RUN_GIVEN_UP if given_up else NotificationEvent.RUN_FAILED)
+    if run.run_mode != REPLAY_MODE:  # replays notify nobody
+        notify_run(
+            run, NotificationEvent.RUN_GIVEN_UP if given_up else NotificationEvent.RUN_FAILED
+        )
     events_append(
         run,
         [
@@ -282,6 +289,8 @@ def run_fail(*, run_id: Any, attempt: int | None, message: str, given_up: bool =
     )
     apply_thread_projection(run)
     thread_deliver_next(run)
+    if run.run_mode == REPLAY_MODE:
+        replay_run_ended(run.pk)  # its set's next replays start
     abort_remote_on_commit(run)
     return True
 
@@ -472,6 +481,7 @@ def runs_sweep(*, now: dt.datetime | None = None) -> dict[str, int]:
         counts["redispatched"] += 1
         run_dispatch(run_id)
     counts["inputs_started"] = inputs_start_lost()
+    counts["replays_repaired"] = replays_repair()
     counts.update(background_sweep(now))
     return counts
 

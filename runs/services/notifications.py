@@ -257,7 +257,8 @@ def notify_tickets(tickets: Iterable[Ticket], event: str) -> int:
     now = timezone.now()
     rows: list[NotificationDelivery] = []
     for ticket in tickets:
-        if ticket.child_run_id is not None:
+        replay = Ticket.run.is_cached(ticket) and _is_replay(ticket.run)  # no query for it
+        if ticket.child_run_id is not None or replay:
             continue
         targets = destinations(event, ticket.agent_id, ticket.tool_name)
         if not targets:
@@ -280,7 +281,9 @@ def notify_ticket(ticket: Ticket, event: str) -> int:
 def notify_run(run: Run, event: str, *, error: str | None = None) -> int:
     """Queue `event` (run.failed, run.given_up) about a run; call it in the transaction
     that ends the run. `error`: the failure's message when the run row was read without
-    its error payload."""
+    its error payload. Replays (docs/replays.md) notify nobody."""
+    if _is_replay(run):
+        return 0
     targets = destinations(event, run.agent_id, None)
     if not targets:
         return 0
@@ -289,6 +292,12 @@ def notify_run(run: Run, event: str, *, error: str | None = None) -> int:
         "url": site_url(reverse("runs:run-detail", args=[run.pk])),
     }
     return _insert(_queue(event, f"run:{run.pk}", body, targets, timezone.now()))
+
+
+def _is_replay(run: Run) -> bool:
+    """Whether `run` is a replay, without a query for a row read without its mode (the
+    checkpoint's: its store knows, and does not call us for replays)."""
+    return "run_mode" not in run.get_deferred_fields() and run.run_mode == "replay"
 
 
 def notify_run_finished(run: Run, error_payload: Any = None) -> int:

@@ -35,6 +35,7 @@ from runs.services.events import (
 )
 from runs.services.inbox import background_cancel
 from runs.services.remote import abort_remote_on_commit
+from runs.services.replay_flow import REPLAY_MODE, replay_run_ended
 from runs.services.tickets import decision_submit, tickets_close_open
 
 __all__ = ["normalize_input_messages", "run_for_idempotency_key"]  # their old home
@@ -244,6 +245,8 @@ def _finish_cancelled(run: Run, now: Any) -> None:
     events_append(run, end_events, now=now)
     apply_thread_projection(run)
     thread_deliver_next(run)
+    if run.run_mode == REPLAY_MODE:
+        replay_run_ended(run.pk)  # its set's next replays start
 
 
 @transaction.atomic

@@ -7,12 +7,14 @@ from typing import Any
 
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.urls import NoReverseMatch, reverse
 
 from agents.pricing import cost_label, run_cost_usd
 from runs import selectors
 from runs.models import BackgroundTask, Run
-from runs.permissions import VIEW, capabilities, require
+from runs.permissions import FORK, VIEW, capabilities, require
 from runs.runtime.background import BACKGROUND_KEY
+from runs.selectors.forks import fork_panel, run_forks
 from runs.ticket_forms import edit_fields
 from runs.views.control import run_steer_inputs
 
@@ -80,9 +82,35 @@ def run_background_tasks(run: Run) -> list[BackgroundTask]:
     )
 
 
+# forks the run page links to (the API lists them all)
+FORKS_SHOWN = 20
+
+
+def compare_url() -> str:
+    """The compare page (runs:run-compare), by its path while it is not routed yet."""
+    try:
+        return reverse("runs:run-compare")
+    except NoReverseMatch:
+        return "/runs/compare/"
+
+
+def fork_context(request: HttpRequest, run: Run, **panel: Any) -> dict[str, Any]:
+    """The run page's forks card: provenance, the run's forks and, for those who may start
+    runs, the fork form (`panel`: `fork_panel`'s choices)."""
+    forks = run_forks(run)
+    return {
+        "forks": list(forks[:FORKS_SHOWN]),
+        "forks_count": forks.count(),
+        "fork": fork_panel(run, **panel) if request.user.has_perm(FORK) else None,
+        "fork_open": bool(panel),
+        "compare_url": compare_url(),
+    }
+
+
 @require(VIEW, "view runs")
 def run_page(request: HttpRequest, run_id: Any) -> HttpResponse:
     context = run_page_context(request, run_id)
+    context.update(fork_context(request, context["run"]))
     context["background_tasks"] = run_background_tasks(context["run"])
     context["background_shown"] = BACKGROUND_SHOWN
     return render(request, "runs/run_detail.html", context)

@@ -21,7 +21,8 @@
  *  - timed panels ([data-refresh-url][data-refresh-seconds], anywhere on the page; the
  *    dashboard's cost, tokens and latency section, read from hourly counters): refetched
  *    every data-refresh-seconds whatever the socket says; a tab in the background
- *    refetches nothing and catches up once when shown again.
+ *    refetches nothing and catches up once when shown again; one whose content carries
+ *    data-refresh-final (a finished replay set) stops.
  */
 (function () {
   "use strict";
@@ -281,7 +282,10 @@
     function refresh() {
       window.htmx.ajax("GET", panel.dataset.refreshUrl, { source: panel, target: panel, swap: "innerHTML" }).then(function () {
         panel.dispatchEvent(new CustomEvent("awaken:refreshed", { bubbles: true }));
-      }).catch(function () { /* unreachable server: the next tick tries again */ }).finally(plan);
+      }).catch(function () { /* unreachable server: the next tick tries again */ }).finally(function () {
+        // a panel whose content says it will not change again stops refreshing
+        if (!panel.querySelector("[data-refresh-final]")) { plan(); }
+      });
     }
     function tick() {
       timer = null;

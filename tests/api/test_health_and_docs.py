@@ -91,6 +91,12 @@ def test_schema_is_public_and_describes_every_endpoint(client: Client):
         "/api/v1/audit/export.csv": {"get"},
         "/api/v1/saved-views": {"get", "post"},
         "/api/v1/saved-views/{view_id}": {"delete"},
+        "/api/v1/runs/{run_id}/fork": {"post"},
+        "/api/v1/runs/{run_id}/forks": {"get"},
+        "/api/v1/runs/compare": {"get"},
+        "/api/v1/replays": {"get", "post"},
+        "/api/v1/replays/{set_id}": {"get"},
+        "/api/v1/replays/{set_id}/cancel": {"post"},
     }
     assert set(paths) == set(expected)
     for path, methods in expected.items():

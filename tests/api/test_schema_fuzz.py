@@ -7,6 +7,7 @@ surrogates in JSON text, NUL and broken UTF-8 in path segments."""
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
 import schemathesis
@@ -137,6 +138,7 @@ def hostile_world(db, settings):
             input_submit(agent=run.agent, messages="later", thread=run.thread).input.pk
         ),
         "view_id": "1",  # a saved view's id: any integer (the segments are not integers)
+        "set_id": str(uuid.uuid4()),  # a replay set's id: any UUID (the segments are not)
     }
     raw = token_for(User.objects.create_superuser("root", password="pw"), "root")
     return ids, bearer(raw)

@@ -271,6 +271,34 @@ def _capture(page: Any, demo: Demo, out: Path) -> list[Path]:
     return written
 
 
+def _capture_compare(page: Any, demo: Demo, out: Path) -> list[Path]:
+    """Two runs of the note taker side by side: the approved lunch note and the rejected
+    email (runs:run-compare)."""
+    page.goto(f"/runs/compare/?a={demo.ids['finished']}&b={demo.ids['rejected']}")
+    page.locator("#compare-steps").wait_for()
+    page.wait_for_load_state("networkidle")
+    target = out / "compare.png"
+    page.screenshot(path=str(target), full_page=True)
+    return [target]
+
+
+def _capture_fork(page: Any, demo: Demo, out: Path) -> list[Path]:
+    """The math run's page with the fork panel open: after step 1, its calculator result
+    chosen for editing (runs:run-fork)."""
+    page.goto(f"/runs/{demo.ids['math']}/")
+    page.locator("#fork-panel summary").click()
+    with page.expect_response(lambda r: "/fork/form" in r.url):  # the form re-renders
+        page.locator("#fork-form input[name=step][value='1']").check()
+    with page.expect_response(lambda r: "/fork/form" in r.url):
+        page.locator("#fork-form select[name=edit_seq]").select_option(index=2)
+    page.locator("#fork-form textarea[name=edit_text]").wait_for()
+    page.wait_for_load_state("networkidle")
+    page.locator("#fork-panel").scroll_into_view_if_needed()
+    target = out / "fork.png"
+    page.screenshot(path=str(target))
+    return [target]
+
+
 def _capture_stats(page: Any, out: Path) -> list[Path]:
     """The dashboard's cost, tokens and latency section (the default window), alone."""
     page.goto("/#glance")
@@ -307,6 +335,28 @@ def _capture_admin(context: Any, out: Path) -> list[Path]:
         page.screenshot(path=str(target), full_page=True)
         written.append(target)
     return written
+
+
+def _capture_replays(context: Any, out: Path) -> list[Path]:
+    """A finished replay set's table, as the admin: the note taker's finished runs
+    replayed on its draft with every ticket rejected, from the form (runs:replays)."""
+    from tests.browser.helpers import login
+
+    context.clear_cookies()
+    page = context.new_page()
+    login(page, *ADMIN, admin=True)
+    page.goto("/replays/")
+    form = page.locator("#replay-form")
+    form.locator("select[name=agent_id]").select_option("approver")
+    form.locator("input[name=version]").fill("draft")
+    form.locator("select[name=ticket_policy]").select_option("reject_all")
+    page.locator("#replay-preview [data-matched]").wait_for()
+    form.locator("button[type=submit]").click()
+    page.locator("#replay-progress[data-status=done]").wait_for(timeout=60_000)
+    page.wait_for_load_state("networkidle")
+    target = out / "replays.png"
+    page.screenshot(path=str(target), full_page=True)
+    return [target]
 
 
 def _capture_teamwork(context: Any, demo: Demo, out: Path) -> list[Path]:
@@ -404,8 +454,11 @@ def main(argv: list[str] | None = None) -> int:
             _create_demo_data(demo)
             written = _capture(page, demo, out)
             written += _capture_stats(page, out)
+            written += _capture_compare(page, demo, out)
+            written += _capture_fork(page, demo, out)
             written += _capture_admin(context, out)
             written += _capture_teamwork(context, demo, out)
+            written += _capture_replays(context, out)
             browser.close()
     for path in written:
         print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")

@@ -145,6 +145,14 @@ def test_retry_links_do_not_break_across_lines(operator_client):
     failed = drive(run_start(agent=scripted_agent([{"error": "boom"}]), messages="x"))
     retry = run_retry(run=failed)
     page = operator_client.get(reverse("runs:run-detail", args=[failed.pk])).content.decode()
-    assert re.search(r'<span class="nowrap">retried as <a [^>]*>[^<]+</a></span>', page)
+    assert re.search(
+        r'<span class="nowrap">retried as <a [^>]*>[^<]+</a> \(<a [^>]*>compare with this '
+        r"retry</a>\)</span>",
+        page,
+    )
     page = operator_client.get(reverse("runs:run-detail", args=[retry.pk])).content.decode()
-    assert re.search(r'<span class="nowrap">retry of <a [^>]*>[^<]+</a></span>', page)
+    assert re.search(
+        r'<span class="nowrap">retry of <a [^>]*>[^<]+</a> \(<a [^>]*>compare with the run '
+        r"it retried</a>\)</span>",
+        page,
+    )

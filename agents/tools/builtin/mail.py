@@ -55,6 +55,16 @@ class SendEmailTool:
             },
         )
 
+    def dry_run(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """What a replay (docs/replays.md) answers instead of sending the mail."""
+        return {
+            "dry_run": True,
+            "would": "send email",
+            "to": [str(address).strip() for address in arguments.get("to") or []],
+            "subject": arguments.get("subject", ""),
+            "body": arguments.get("body", ""),
+        }
+
     def execute(self, arguments: dict[str, Any], ctx: ToolCallContext) -> ToolResult:
         recipients: list[str] = [address.strip() for address in arguments["to"]]
         subject: str = arguments["subject"]

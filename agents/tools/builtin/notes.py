@@ -41,6 +41,15 @@ class WriteNoteTool:
             },
         )
 
+    def dry_run(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """What a replay (docs/replays.md) answers instead of writing the note."""
+        return {
+            "dry_run": True,
+            "would": "write note",
+            "title": str(arguments.get("title", "")).strip(),
+            "body": arguments.get("body", ""),
+        }
+
     def execute(self, arguments: dict[str, Any], ctx: ToolCallContext) -> ToolResult:
         title = arguments["title"].strip()
         body = arguments.get("body", "")

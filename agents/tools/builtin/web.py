@@ -109,6 +109,8 @@ class HttpGetTool:
     every hop is a fresh, checked call."""
 
     name = "http_get"
+    # a replay with recorded HTTP answers from the original run's result (docs/replays.md)
+    replay_recorded = True
     max_bytes_limit = 10_000_000
     user_agent = "awaken-ops-http_get/1.0"
 

@@ -1,0 +1,146 @@
+"""The replay pages (docs/replays.md): the sets and the "New replay" form (admins:
+`runs.replay_runs`; viewers read with `runs.view_replayset`), how many runs a filter
+matches, one set's table (refetched while it runs) and its cancel."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from agents.models import Agent
+from common.audit import request_actor
+from common.errors import ServiceError
+from runs.models import ReplaySet
+from runs.permissions import require
+from runs.selectors.replays import replay_rows, replay_sets, replay_summary
+from runs.services.replays import (
+    DEFAULT_LIMIT,
+    MAX_CONCURRENCY,
+    MAX_LIMIT,
+    OUTCOMES,
+    replay_cancel,
+    replay_create,
+    replay_preview_count,
+    replay_request,
+)
+
+VIEW_REPLAYS = "runs.view_replayset"
+REPLAY = "runs.replay_runs"
+REFRESH_SECONDS = 2
+
+
+def _body(data: Any) -> dict[str, Any]:
+    """The form's fields as the service's request (the API's body shape)."""
+    return {
+        "agent_id": data.get("agent_id", ""),
+        "version": data.get("version", "latest"),
+        "filters": {
+            "outcome": data.get("outcome", "any"),
+            "created_after": data.get("created_after", ""),
+            "created_before": data.get("created_before", ""),
+        },
+        "limit": data.get("limit", ""),
+        "ticket_policy": data.get("ticket_policy", ""),
+        "http_mode": data.get("http_mode", ""),
+        "concurrency": data.get("concurrency", ""),
+    }
+
+
+def _form_context(request: HttpRequest, values: Any) -> dict[str, Any]:
+    return {
+        "nav": "replays",
+        "sets": list(replay_sets()[:50]),
+        "can_replay": request.user.has_perm(REPLAY),
+        "agents": list(Agent.objects.order_by("slug").values_list("slug", "name")),
+        "values": values,
+        "outcomes": OUTCOMES,
+        "policies": ReplaySet.TicketPolicy.values,
+        "http_modes": ReplaySet.HttpMode.values,
+        "max_limit": MAX_LIMIT,
+        "max_concurrency": MAX_CONCURRENCY,
+        "default_limit": DEFAULT_LIMIT,
+    }
+
+
+@require_http_methods(["GET", "POST"])
+@require(VIEW_REPLAYS, "see replays")
+def replay_list(request: HttpRequest) -> HttpResponse:
+    if request.method == "GET":
+        return render(request, "runs/replays.html", _form_context(request, {}))
+    if not request.user.has_perm(REPLAY):
+        messages.error(request, "You may not replay runs.")
+        return render(request, "runs/replays.html", _form_context(request, {}), status=403)
+    try:
+        replay_set = replay_create(
+            request=replay_request(_body(request.POST)), actor=request_actor(request, "ui")
+        )
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+        context = _form_context(request, request.POST)
+        return render(request, "runs/replays.html", context, status=exc.status)
+    messages.success(request, f"Replaying {replay_set.items.count()} runs.")
+    return redirect("runs:replay-detail", replay_set.pk)
+
+
+@require_GET
+@require(VIEW_REPLAYS, "see replays")
+def replay_preview(request: HttpRequest) -> HttpResponse:
+    """How many runs the form's filters match (the form refetches it as it changes)."""
+    context: dict[str, Any] = {}
+    try:
+        request_ = replay_request(_body(request.GET))
+    except ServiceError as exc:
+        context["error"] = exc.message
+    else:
+        context["matched"], context["picked"] = replay_preview_count(request_)
+    return render(request, "runs/replays_preview.html", context)
+
+
+def _table_context(replay_set: ReplaySet) -> dict[str, Any]:
+    rows = replay_rows(replay_set)
+    return {
+        "replay_set": replay_set,
+        "rows": rows,
+        "summary": replay_summary(replay_set, rows),
+        "live": replay_set.status == ReplaySet.Status.RUNNING,
+        "refresh_seconds": REFRESH_SECONDS,
+    }
+
+
+@require_GET
+@require(VIEW_REPLAYS, "see replays")
+def replay_detail(request: HttpRequest, set_id: Any) -> HttpResponse:
+    replay_set = get_object_or_404(
+        ReplaySet.objects.select_related("agent", "version", "created_by"), pk=set_id
+    )
+    context = {
+        "nav": "replays",
+        "can_replay": request.user.has_perm(REPLAY),
+        **_table_context(replay_set),
+    }
+    return render(request, "runs/replays_detail.html", context)
+
+
+@require_GET
+@require(VIEW_REPLAYS, "see replays")
+def replay_table(request: HttpRequest, set_id: Any) -> HttpResponse:
+    replay_set = get_object_or_404(ReplaySet.objects.select_related("agent", "version"), pk=set_id)
+    context = {"can_replay": request.user.has_perm(REPLAY), **_table_context(replay_set)}
+    return render(request, "runs/replays_table.html", context)
+
+
+@require_POST
+@require(REPLAY, "cancel replays")
+def replay_cancel_view(request: HttpRequest, set_id: Any) -> HttpResponse:
+    replay_set = get_object_or_404(ReplaySet, pk=set_id)
+    try:
+        replay_cancel(replay_set=replay_set, actor=request_actor(request, "ui"))
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, "Replay cancelled.")
+    return redirect("runs:replay-detail", replay_set.pk)

@@ -1,0 +1,61 @@
+"""Forking a run on its page in a real browser against a real server (conftest.py): pick
+a step boundary, edit the tool result it copies (the textarea comes prefilled), land on
+the new run, see where it was forked from and its different answer once it finishes."""
+
+from __future__ import annotations
+
+import re
+
+from playwright.sync_api import expect
+
+from runs.models import Run
+from tests.browser.helpers import login, run_id_of, start_run, wait_status
+from tests.factories import call, scripted_agent, user_with_role
+
+ORIGINAL = '{"expression": "5*7", "result": 35}'
+EDITED = '{"expression": "5*7", "result": 36}'
+
+
+def test_fork_from_a_step_with_an_edited_tool_result(new_page):
+    scripted_agent(
+        [
+            {"text": "computing", "tool_calls": [call("calculator", {"expression": "2+3"})]},
+            {"text": "again", "tool_calls": [call("calculator", {"expression": "5*7"})]},
+            {"text": "The answer is {last_tool_result}."},
+        ],
+        tools=["calculator"],
+        slug="counter",
+    )
+    user_with_role("operator", "opa")
+    page = new_page()
+    login(page, "opa")
+    original = wait_status(start_run(page, "counter", "compute"), "done")
+    page.goto(f"/runs/{original.pk}/")
+    expect(page.locator("#run-header")).to_contain_text(f"The answer is {ORIGINAL}.")
+
+    page.locator("#fork-panel summary").click()
+    form = page.locator("#fork-form")
+    with page.expect_response(lambda r: "/fork/form" in r.url):  # the form re-renders
+        form.locator("input[name=step][value='2']").check()
+    page.locator("#fork-form[data-step='2']").wait_for()
+    with page.expect_response(lambda r: "/fork/form" in r.url):
+        form.locator("select[name=edit_seq]").select_option("5")
+    textarea = page.locator("#fork-form textarea[name=edit_text]")
+    expect(textarea).to_have_value(ORIGINAL)  # prefilled with the tool result
+    textarea.fill(EDITED)
+    page.locator("#fork-form").get_by_role("button", name="Fork").click()
+
+    expect(page).not_to_have_url(re.compile(str(original.pk)))
+    fork_id = run_id_of(page)
+    provenance = page.locator(".fork-provenance")
+    expect(provenance).to_contain_text("forked from run")
+    expect(provenance).to_contain_text("at step 2, edited message #5 (tool)")
+    expect(provenance.get_by_role("link", name="compare with original")).to_have_attribute(
+        "href", f"/runs/compare/?a={original.pk}&b={fork_id}"
+    )
+    expect(page.locator("#run-header")).to_contain_text(f"The answer is {EDITED}.")
+    assert Run.objects.get(pk=fork_id).final_output == f"The answer is {EDITED}."
+
+    page.goto(f"/runs/{original.pk}/")
+    expect(page.locator("#fork-count")).to_have_text("1 fork of this run:")
+    expect(page.locator("#run-header")).to_contain_text(f"The answer is {ORIGINAL}.")
