@@ -4,7 +4,7 @@ their usual time (replays are priority 255) and never more than two replays run 
 
 from __future__ import annotations
 
-import requests
+import httpx
 from django.db.models import Max
 
 from runs.models import ReplaySet, Run
@@ -60,7 +60,7 @@ def test_twenty_replays_two_at_a_time_beside_live_runs(processes):
     admin = user_with_role("admin", "ada")
     raw = token_for(admin, "replays")
     body = {"agent_id": past.slug, "limit": 20, "concurrency": 2, "ticket_policy": "reject_all"}
-    response = requests.post(
+    response = httpx.post(
         f"http://127.0.0.1:{port}/api/v1/replays",
         json=body,
         headers={"Authorization": f"Bearer {raw}"},
