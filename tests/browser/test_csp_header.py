@@ -55,7 +55,8 @@ def test_the_login_page_carries_a_policy_without_unsafe_inline(client: Client):
     "name, scripts",
     [
         ("runs:dashboard", ["js/page_actions.js", "js/live_stream.js"]),
-        ("runs:run-list", ["js/page_actions.js", "js/live_stream.js"]),
+        ("runs:run-list", ["js/page_actions.js", "js/live_stream.js", "js/compare_pick.js"]),
+        ("runs:replays", ["js/page_actions.js"]),
         ("runs:inbox", ["js/page_actions.js", "js/live_stream.js", "js/inbox_keys.js"]),
         ("runs:thread-list", ["js/page_actions.js"]),
         ("runs:tokens", ["js/page_actions.js"]),
