@@ -5,6 +5,8 @@ the new run, see where it was forked from and its different answer once it finis
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any
 
 from playwright.sync_api import expect
 
@@ -14,6 +16,17 @@ from tests.factories import call, scripted_agent, user_with_role
 
 ORIGINAL = '{"expression": "5*7", "result": 35}'
 EDITED = '{"expression": "5*7", "result": 36}'
+
+
+def settled(page: Any, action: Callable[[], Any]) -> None:
+    """Do `action`, then wait for the swap it causes to settle (htmx:afterSettle)."""
+    page.evaluate(
+        """() => { window.__settled = false; document.body.addEventListener(
+            "htmx:afterSettle", () => { window.__settled = true; }, { once: true }); }"""
+    )
+    action()
+    # a function, not an expression: the page's Content-Security-Policy forbids eval()
+    page.wait_for_function("() => window.__settled === true", timeout=30_000)
 
 
 def test_fork_from_a_step_with_an_edited_tool_result(new_page):
@@ -35,13 +48,13 @@ def test_fork_from_a_step_with_an_edited_tool_result(new_page):
 
     page.locator("#fork-panel summary").click()
     form = page.locator("#fork-form")
-    # each choice re-renders the form (htmx); waited for by what the new form shows, with
-    # room for a slow server rather than a fixed deadline on the response
-    form.locator("input[name=step][value='2']").check()
-    page.locator("#fork-form[data-step='2']").wait_for(timeout=30_000)
-    page.locator("#fork-form select[name=edit_seq]").select_option("5")
+    # each choice re-renders the form (htmx); the next choice waits until htmx has settled
+    # the new form (its controls are live only then: a change made in between is lost)
+    settled(page, lambda: form.locator("input[name=step][value='2']").check())
+    page.locator("#fork-form[data-step='2']").wait_for()
+    settled(page, lambda: page.locator("#fork-form select[name=edit_seq]").select_option("5"))
     textarea = page.locator("#fork-form textarea[name=edit_text]")
-    expect(textarea).to_have_value(ORIGINAL, timeout=30_000)  # prefilled: the tool result
+    expect(textarea).to_have_value(ORIGINAL)  # prefilled with the tool result
     textarea.fill(EDITED)
     page.locator("#fork-form").get_by_role("button", name="Fork").click()
 

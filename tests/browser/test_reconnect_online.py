@@ -59,8 +59,11 @@ def test_the_stream_reconnects_at_once_when_the_browser_is_back_online(new_page)
     conn = page.locator("#conn")
     expect(conn).to_have_text("live")
 
-    page.context.set_offline(True)
+    # the live socket is closed while the network is still up: closed offline, Chromium
+    # may hold its close handshake (and so its onclose) for long; the attempts after it
+    # are stand-ins that fail, then the browser goes offline for real
     page.evaluate("window.__offline = true; window.__liveSocket.close()")
+    page.context.set_offline(True)
     # four failed attempts: the next one is planned 3.2 to 6.4 s later
     # a function, not an expression: Playwright would eval() an expression, which the
     # page's Content-Security-Policy forbids
