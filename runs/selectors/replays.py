@@ -9,7 +9,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.db.models import Count, Q, QuerySet
-from django.urls import NoReverseMatch, reverse
+from django.urls import reverse
 
 from agents.pricing import cost_text, run_cost_usd
 from runs.models import ReplayItem, ReplaySet, Run, Ticket, ToolCall
@@ -91,11 +91,7 @@ class ReplayRow:
 
 
 def compare_url(original_id: Any, replay_id: Any) -> str:
-    try:
-        path = reverse("runs:run-compare")
-    except NoReverseMatch:  # the compare page is not there (yet)
-        path = "/runs/compare/"
-    return f"{path}?a={original_id}&b={replay_id}"
+    return f"{reverse('runs:run-compare')}?a={original_id}&b={replay_id}"
 
 
 def replay_rows(replay_set: ReplaySet) -> list[ReplayRow]:

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
-from django.urls import NoReverseMatch, reverse
+from django.urls import reverse
 
 from agents.pricing import cost_label, run_cost_usd
 from runs import selectors
@@ -86,14 +86,6 @@ def run_background_tasks(run: Run) -> list[BackgroundTask]:
 FORKS_SHOWN = 20
 
 
-def compare_url() -> str:
-    """The compare page (runs:run-compare), by its path while it is not routed yet."""
-    try:
-        return reverse("runs:run-compare")
-    except NoReverseMatch:
-        return "/runs/compare/"
-
-
 def fork_context(request: HttpRequest, run: Run, **panel: Any) -> dict[str, Any]:
     """The run page's forks card: provenance, the run's forks and, for those who may start
     runs, the fork form (`panel`: `fork_panel`'s choices)."""
@@ -103,7 +95,7 @@ def fork_context(request: HttpRequest, run: Run, **panel: Any) -> dict[str, Any]
         "forks_count": forks.count(),
         "fork": fork_panel(run, **panel) if request.user.has_perm(FORK) else None,
         "fork_open": bool(panel),
-        "compare_url": compare_url(),
+        "compare_url": reverse("runs:run-compare"),
     }
 
 
