@@ -12,6 +12,7 @@ from django.db import models
 
 from agents import secrets
 from common.fields import usd_per_million_tokens
+from common.models import default_team_id
 
 SLUG = RegexValidator(
     r"^[a-z0-9][a-z0-9_-]{0,62}$",
@@ -63,6 +64,14 @@ class ModelProvider(Configured, HealthFields):
 
     slug = models.CharField(max_length=63, unique=True, validators=[SLUG], help_text="Provider id.")
     name = models.CharField(max_length=200, help_text="Shown to admins.")
+    team = models.ForeignKey(
+        "common.Team",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="providers",
+        help_text="Team whose admins configure it; empty: shared, site-wide admins only.",
+    )
     kind = models.CharField(
         max_length=20, choices=Kind.choices, default=Kind.SCRIPTED, help_text="Client to use."
     )
@@ -148,6 +157,14 @@ class RemoteEndpoint(Configured, HealthFields):
 
     slug = models.CharField(max_length=63, unique=True, validators=[SLUG], help_text="Endpoint id.")
     name = models.CharField(max_length=200, help_text="Shown to admins and operators.")
+    team = models.ForeignKey(
+        "common.Team",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="endpoints",
+        help_text="Team whose admins configure it; empty: shared, site-wide admins only.",
+    )
     backend = models.CharField(
         max_length=20, choices=Backend.choices, default=Backend.A2A, help_text="Protocol."
     )
@@ -188,6 +205,13 @@ class Agent(Configured):
         max_length=63, unique=True, validators=[SLUG], help_text="Agent id (used in tool names)."
     )
     name = models.CharField(max_length=200, help_text="Shown to operators.")
+    team = models.ForeignKey(
+        "common.Team",
+        on_delete=models.PROTECT,
+        default=default_team_id,
+        related_name="agents",
+        help_text="Team that sees its runs and configures it.",
+    )
     description = models.TextField(blank=True, help_text="What it does; offered to delegators.")
     model = models.ForeignKey(
         Model,

@@ -285,6 +285,12 @@ AWAKEN_A2A_STREAM_SECONDS = env_float("AWAKEN_A2A_STREAM_SECONDS", 900.0, minimu
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "awaken-ops@localhost")
 
+# Role groups grant site-wide, team memberships per team (common/access.py).
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "common.access.TeamRoleBackend",
+]
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "runs:dashboard"
 LOGOUT_REDIRECT_URL = "login"

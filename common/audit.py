@@ -93,6 +93,14 @@ def _json_safe(value: Any) -> Any:
     return without_nul(json.loads(json.dumps(value, cls=_AuditEncoder)))
 
 
+def _team_id(team: Any, run: Any) -> int | None:
+    if team is not None:
+        return team if isinstance(team, int) else team.pk
+    if run is not None:
+        return run.agent.team_id
+    return None
+
+
 def audit_record(
     *,
     actor: Actor,
@@ -100,6 +108,7 @@ def audit_record(
     target_type: str,
     target_id: Any,
     run: Any = None,  # the runs.Run concerned, if any
+    team: Any = None,  # the common.Team whose members see it; else the run's agent's
     before: Any = None,
     after: Any = None,
     comment: str = "",
@@ -111,6 +120,7 @@ def audit_record(
         target_type=target_type,
         target_id=str(target_id),
         run=run,
+        team_id=_team_id(team, run),
         before=_json_safe(before),
         after=_json_safe(after),
         comment=comment,

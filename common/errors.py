@@ -34,3 +34,22 @@ class DecisionConflict(IllegalTransition):
     """A ticket was already decided (or closed); details name who and when."""
 
     code = "already_decided"
+
+
+class Frozen(IllegalTransition):
+    """The team is in an incident freeze: nothing of it may change until it is lifted."""
+
+    code = "team_frozen"
+
+
+class ConfirmationRequired(InvalidInput):
+    """A bulk action above the team's threshold was sent without `confirm`."""
+
+    code = "confirmation_required"
+
+
+class Forbidden(ServiceError):
+    """The actor's role in the object's team does not allow the action."""
+
+    code = "forbidden"
+    status = 403

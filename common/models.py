@@ -45,6 +45,14 @@ class AuditEntry(models.Model):
         null=True, blank=True, help_text="State after (e.g. the edited arguments)."
     )
     comment = models.TextField(blank=True, help_text="Reason given.")
+    team = models.ForeignKey(
+        "common.Team",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="Team whose members see the entry (none: site-wide roles only).",
+    )
     source = models.CharField(
         max_length=20, default="ui", help_text="ui, api, cli, admin or system."
     )
@@ -62,6 +70,7 @@ class AuditEntry(models.Model):
             models.Index(
                 fields=["actor_label", "-created_at", "-id"], name="audit_actor_recent_idx"
             ),
+            models.Index(fields=["team", "-created_at", "-id"], name="audit_team_recent_idx"),
         ]
 
     def __str__(self) -> str:
@@ -104,3 +113,82 @@ class ApiToken(models.Model):
         if self.revoked_at is not None:
             return False
         return self.expires_at is None or self.expires_at > timezone.now()
+
+
+class Role(models.TextChoices):
+    """A role in a team (or, as a role group, site-wide); what each grants is in
+    common/roles.py."""
+
+    VIEWER = "viewer"
+    OPERATOR = "operator"
+    ADMIN = "admin"
+
+
+def default_team_id() -> int:
+    """The team an agent or thread belongs to when none is named: `default`, made on
+    first use (the embedded default has one team and never needs to know)."""
+    team, _ = Team.objects.get_or_create(slug=DEFAULT_TEAM, defaults={"name": "Default"})
+    return team.pk
+
+
+DEFAULT_TEAM = "default"
+
+
+class Team(models.Model):
+    """Who sees and runs which agents. An agent belongs to one team; its runs, threads,
+    tickets and audit entries are seen by the team's members, and acted on by those
+    whose role there allows it. The settings below make destructive actions safer."""
+
+    slug = models.SlugField(max_length=63, unique=True, help_text="Team id, e.g. payments.")
+    name = models.CharField(max_length=200, help_text="Shown to users.")
+    reason_required = models.BooleanField(
+        default=False, help_text="Rejecting a ticket or cancelling a run needs a reason."
+    )
+    bulk_confirm_above = models.PositiveIntegerField(
+        default=10,
+        help_text="A bulk action on more than this many items asks to be confirmed "
+        "(0: always asks).",
+    )
+    frozen = models.BooleanField(
+        default=False,
+        help_text="Incident freeze: nothing of the team may be started, decided, "
+        "cancelled or configured until it is lifted.",
+    )
+    frozen_reason = models.TextField(blank=True, help_text="Why the team is frozen.")
+    frozen_at = models.DateTimeField(null=True, blank=True, help_text="When it was frozen.")
+    frozen_by = models.CharField(max_length=200, blank=True, help_text="Who froze it.")
+    created_at = models.DateTimeField(default=timezone.now, help_text="When it was added.")
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.name or self.slug
+
+
+class Membership(models.Model):
+    """A user's role in one team. Users signed in through SSO get theirs from the
+    identity provider's claims at each login (source `sso`)."""
+
+    class Source(models.TextChoices):
+        LOCAL = "local"
+        SSO = "sso"
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="team_memberships"
+    )
+    role = models.CharField(max_length=20, choices=Role.choices, help_text="Role in the team.")
+    source = models.CharField(
+        max_length=10, choices=Source.choices, default=Source.LOCAL, help_text="Granted by."
+    )
+    created_at = models.DateTimeField(default=timezone.now, help_text="When it was granted.")
+
+    class Meta:
+        ordering = ["team__slug", "user__username"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "user"], name="membership_team_user_uniq")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} {self.role} in {self.team}"

@@ -81,7 +81,7 @@ def role_group(name: str) -> Any:
     """The role's group; recreated if a transactional test's flush removed it."""
     from django.contrib.auth.models import Group, Permission
 
-    from runs.roles import ROLES
+    from common.roles import ROLES
 
     group, created = Group.objects.get_or_create(name=name)
     if created or not group.permissions.exists():
@@ -97,6 +97,26 @@ def user_with_role(role: str, username: str | None = None) -> Any:
 
     user = User.objects.create_user(username or role, password="pw")
     user.groups.add(role_group(role))
+    return User.objects.get(pk=user.pk)  # fresh: no cached permissions
+
+
+def team(slug: str, **fields: Any) -> Any:
+    """The team `slug` (made if missing), with `fields` set."""
+    from common.models import Team
+
+    row, _ = Team.objects.update_or_create(slug=slug, defaults={"name": slug.title(), **fields})
+    return row
+
+
+def team_member(role: str, team_slug: str, username: str | None = None) -> Any:
+    """A user whose one role is `role` in team `team_slug` (no role group: nothing
+    site-wide)."""
+    from django.contrib.auth.models import User
+
+    from common.models import Membership
+
+    user = User.objects.create_user(username or f"{role}-{team_slug}", password="pw")
+    Membership.objects.create(team=team(team_slug), user=user, role=role)
     return User.objects.get(pk=user.pk)  # fresh: no cached permissions
 
 

@@ -2,7 +2,7 @@ from django.db import migrations
 
 
 def create_roles(apps, schema_editor):
-    from runs.roles import sync_roles
+    from common.roles import sync_roles
 
     sync_roles(apps)
 

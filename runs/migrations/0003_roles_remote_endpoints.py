@@ -2,7 +2,7 @@ from django.db import migrations
 
 
 def grant(apps, schema_editor):
-    from runs.roles import sync_roles
+    from common.roles import sync_roles
 
     sync_roles(apps)  # adds the remote endpoint permissions to viewer and admin
 

@@ -2,7 +2,7 @@ from django.db import migrations
 
 
 def grant(apps, schema_editor):
-    from runs.roles import sync_roles
+    from common.roles import sync_roles
 
     sync_roles(apps)  # notification channels, rules and the delivery log
 

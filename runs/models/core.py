@@ -8,6 +8,7 @@ from django.db import models
 from django.utils import timezone
 
 from common.fields import usd_per_million_tokens
+from common.models import default_team_id
 from runs.fields import RowJSONField, uuid7_default
 from runs.runtime.types import RunStatus, waiting_reason_from_status_reason
 
@@ -21,6 +22,13 @@ class Thread(models.Model):
     )
     title = models.CharField(max_length=300, blank=True, help_text="Optional title.")
     resource_id = models.CharField(max_length=200, blank=True, help_text="Tenant/grouping key.")
+    team = models.ForeignKey(
+        "common.Team",
+        on_delete=models.PROTECT,
+        default=default_team_id,
+        related_name="+",
+        help_text="Team that sees it: its first run's agent's.",
+    )
     parent_thread = models.ForeignKey(
         "self",
         null=True,
@@ -68,6 +76,7 @@ class Thread(models.Model):
         indexes = [
             # threads list, newest first (keyset on created_at, id)
             models.Index(fields=["-created_at", "-id"], name="thread_recent_idx"),
+            models.Index(fields=["team", "-created_at", "-id"], name="thread_team_recent_idx"),
         ]
 
     def __str__(self) -> str:

@@ -32,7 +32,7 @@ from runs.services.events import run_summary
 
 CLAIM_MINUTES = 5  # a claim's length unless the claimant asks for another
 MAX_CLAIM_MINUTES = 60
-ADMIN_ROLE = "admin"  # may release anyone's claim (runs/roles.py)
+ADMIN_ROLE = "admin"  # may release anyone's claim (common/roles.py)
 DECIDERS_SHOWN = 200  # the assign select's options at most
 
 

@@ -110,6 +110,22 @@ def new_thread_for(messages: list[rt.Message]) -> Thread:
     return Thread(title=title)
 
 
+def thread_join_team(thread: Thread, agent: Agent, *, new_thread: bool) -> None:
+    """A thread belongs to the team of the agent of its first run; a run of another
+    team's agent on it is refused (its members could not see the thread)."""
+    if thread.team_id == agent.team_id:
+        return
+    if new_thread or thread.latest_run_id is None:
+        thread.team_id = agent.team_id
+        if not new_thread:
+            Thread.objects.filter(pk=thread.pk).update(team_id=agent.team_id)
+        return
+    raise InvalidInput(
+        f"thread {thread.pk} belongs to another team than agent {agent.slug!r}; "
+        "start the run on a new thread"
+    )
+
+
 def run_create(
     thread: Thread,
     agent: Agent,
@@ -132,6 +148,7 @@ def run_create(
     (forks and replays choose one, a draft snapshot included), else the latest published
     one; `provenance` sets fields such as `forked_from` and `fork_step`."""
     version = version or agent_version_current(agent=agent)
+    thread_join_team(thread, agent, new_thread=new_thread)
     trigger_ids = append_to_thread(thread, new_messages)
     run = Run(
         thread=thread,

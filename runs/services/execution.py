@@ -380,7 +380,9 @@ def _delegate_runner(parent: Run, attempt: int, worker: str) -> Any:
 @transaction.atomic
 def _child_create(parent: Run, agent_id: str, prompt: str, call_id: str) -> Run:
     agent = Agent.objects.get(slug=agent_id)
-    thread = Thread.objects.create(title=prompt[:80], parent_thread_id=parent.thread_id)
+    thread = Thread.objects.create(
+        title=prompt[:80], parent_thread_id=parent.thread_id, team_id=agent.team_id
+    )
     messages = normalize_input_messages(prompt)
     Message.objects.bulk_create([message_to_row(thread.pk, 1, messages[0])])
     Thread.objects.filter(pk=thread.pk).update(message_count=1)

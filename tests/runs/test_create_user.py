@@ -14,13 +14,13 @@ from django.db import connections
 from django.urls import reverse
 
 from common.models import AuditEntry
-from runs.roles import ROLES
+from common.roles import ROLES
 
 pytestmark = pytest.mark.django_db
 
 User = get_user_model()
 PASSWORD = re.compile(r"^password: (\S+)", re.MULTILINE)
-# what each role may do beyond the one below it (runs.roles)
+# what each role may do beyond the one below it (common.roles)
 MAY = {"viewer": "runs.view_run", "operator": "runs.decide_ticket", "admin": "agents.change_agent"}
 
 

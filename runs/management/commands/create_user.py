@@ -15,13 +15,13 @@ from django.core.validators import validate_email
 from django.db import transaction
 
 from common.audit import Actor, audit_record
-from runs.roles import ROLES
+from common.roles import ROLES
 
 EXISTS = 2  # exit status when the user exists and --update-role was not given
 
 
 def role_group(role: str) -> Group:
-    """The role's group with the permissions `runs.roles.ROLES` grants it (the migrations
+    """The role's group with the permissions `common.roles.ROLES` grants it (the migrations
     create it; recreated here if it is missing)."""
     group, _ = Group.objects.get_or_create(name=role)
     wanted = [

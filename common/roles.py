@@ -1,4 +1,6 @@
-"""The three roles and what each may do (used by the roles migration and by tests)."""
+"""The three roles and what each may do. A role group (viewer, operator, admin) grants
+its role site-wide, in every team; a team membership grants it in that team only
+(common/access.py). Used by the roles migrations, the access backend and tests."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ VIEW = [
     ("agents", "view_modelprovider"),
     ("agents", "view_remoteendpoint"),
     ("agents", "view_note"),
+    ("common", "view_team"),
 ]
 OPERATE = [
     ("runs", "start_run"),
@@ -48,13 +51,25 @@ CONFIGURE = [
         ("runs", "notificationrule"),
     ]
     for verb in ("add", "change", "delete")
-] + [("runs", "run_schedule"), ("runs", "view_notificationdelivery"), ("runs", "replay_runs")]
+] + [
+    ("runs", "run_schedule"),
+    ("runs", "view_notificationdelivery"),
+    ("runs", "replay_runs"),
+    ("common", "change_team"),  # the team's settings, freeze and members
+]
 
 ROLES: dict[str, list[tuple[str, str]]] = {
     "viewer": VIEW,
     "operator": VIEW + OPERATE,
     "admin": VIEW + OPERATE + CONFIGURE,
 }
+
+# "app_label.codename" strings, as `user.has_perm` takes them
+ROLE_PERMS: dict[str, frozenset[str]] = {
+    role: frozenset(f"{app}.{codename}" for app, codename in perms) for role, perms in ROLES.items()
+}
+# what a frozen team still allows: reading, and its admins lifting the freeze
+READ_ONLY_PERMS = ROLE_PERMS["viewer"] | {"common.change_team"}
 
 
 def sync_roles(apps: Any) -> None:

@@ -1,0 +1,204 @@
+"""Team services: the guards every destructive action passes (freeze, reason, bulk
+confirmation), the team's settings and freeze, and its members. All changes are audited
+in their own transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from common.audit import Actor, audit_record
+from common.errors import ConfirmationRequired, Forbidden, Frozen, InvalidInput
+from common.models import Membership, Role, Team
+
+SETTINGS = ("name", "reason_required", "bulk_confirm_above")
+MAX_REASON = 2000
+
+
+def _team(team: Team | int) -> Team:
+    return team if isinstance(team, Team) else Team.objects.get(pk=team)
+
+
+# --- guards ------------------------------------------------------------------------------------
+
+
+def ensure_writable(team: Team | int | None) -> None:
+    """Raise `Frozen` when the team is in an incident freeze. Reads the row, so a freeze
+    another process set is seen at once."""
+    if team is None:
+        return
+    team_id = team.pk if isinstance(team, Team) else team
+    row = Team.objects.filter(pk=team_id, frozen=True).values("slug", "frozen_reason").first()
+    if row is not None:
+        why = f": {row['frozen_reason']}" if row["frozen_reason"] else ""
+        raise Frozen(
+            f'team "{row["slug"]}" is frozen{why}; nothing of it may change until an admin '
+            "lifts the freeze",
+            {"team": row["slug"]},
+        )
+
+
+def ensure_reason(team: Team | int | None, reason: str, what: str) -> None:
+    """Raise `InvalidInput` when the team requires a reason to `what` and none is given."""
+    if team is None or (reason or "").strip():
+        return
+    team_id = team.pk if isinstance(team, Team) else team
+    row = Team.objects.filter(pk=team_id, reason_required=True).values("slug").first()
+    if row is not None:
+        raise InvalidInput(f'team "{row["slug"]}" requires a reason to {what}', {"field": "reason"})
+
+
+def confirm_threshold(team_ids: Iterable[int]) -> int | None:
+    """The lowest bulk-confirmation threshold of these teams (None without teams)."""
+    values = list(
+        Team.objects.filter(pk__in=set(team_ids)).values_list("bulk_confirm_above", flat=True)
+    )
+    return min(values) if values else None
+
+
+def ensure_confirmed(team_ids: Iterable[int], count: int, confirmed: bool) -> None:
+    """Raise `ConfirmationRequired` when `count` items exceed a team's threshold and the
+    caller did not confirm; details carry the count and the threshold."""
+    if confirmed:
+        return
+    threshold = confirm_threshold(team_ids)
+    if threshold is not None and count > threshold:
+        raise ConfirmationRequired(
+            f"this acts on {count} items, more than {threshold}: confirm to go on",
+            {"count": count, "threshold": threshold},
+        )
+
+
+def ensure_may(user: Any, perm: str, obj: Any, what: str) -> None:
+    """Raise `Forbidden` unless `user` may `perm` on `obj` (its team's role)."""
+    if user is not None and not user.has_perm(perm, obj):
+        raise Forbidden(f"you may not {what}")
+
+
+# --- settings and freeze -----------------------------------------------------------------------
+
+
+@transaction.atomic
+def team_update(*, team: Team, actor: Actor, **changes: Any) -> Team:
+    unknown = set(changes) - set(SETTINGS)
+    if unknown:
+        raise InvalidInput(f"unknown team setting(s): {', '.join(sorted(unknown))}")
+    team = Team.objects.select_for_update().get(pk=team.pk)
+    if "name" in changes:
+        name = str(changes["name"] or "").strip()
+        if not name or len(name) > 200:
+            raise InvalidInput("the name must be 1 to 200 characters")
+        changes["name"] = name
+    if "bulk_confirm_above" in changes:
+        value = changes["bulk_confirm_above"]
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 100_000:
+            raise InvalidInput("bulk_confirm_above must be a whole number from 0 to 100000")
+    if "reason_required" in changes and not isinstance(changes["reason_required"], bool):
+        raise InvalidInput("reason_required must be true or false")
+    before = {key: getattr(team, key) for key in changes}
+    if before == changes:
+        return team
+    for key, value in changes.items():
+        setattr(team, key, value)
+    team.save(update_fields=list(changes))
+    audit_record(
+        actor=actor,
+        action="team.settings",
+        target_type="team",
+        target_id=team.slug,
+        team=team,
+        before=before,
+        after=changes,
+    )
+    return team
+
+
+@transaction.atomic
+def team_freeze(*, team: Team, actor: Actor, reason: str) -> Team:
+    reason = (reason or "").strip()
+    if not reason:
+        raise InvalidInput("say why the team is frozen", {"field": "reason"})
+    if len(reason) > MAX_REASON:
+        raise InvalidInput(f"the reason is longer than {MAX_REASON} characters")
+    team = Team.objects.select_for_update().get(pk=team.pk)
+    if team.frozen:
+        raise InvalidInput(f'team "{team.slug}" is already frozen')
+    team.frozen, team.frozen_reason = True, reason
+    team.frozen_at, team.frozen_by = timezone.now(), actor.name[:200]
+    team.save(update_fields=["frozen", "frozen_reason", "frozen_at", "frozen_by"])
+    audit_record(
+        actor=actor,
+        action="team.freeze",
+        target_type="team",
+        target_id=team.slug,
+        team=team,
+        comment=reason,
+    )
+    return team
+
+
+@transaction.atomic
+def team_unfreeze(*, team: Team, actor: Actor, reason: str = "") -> Team:
+    team = Team.objects.select_for_update().get(pk=team.pk)
+    if not team.frozen:
+        raise InvalidInput(f'team "{team.slug}" is not frozen')
+    before = {"frozen_reason": team.frozen_reason, "frozen_by": team.frozen_by}
+    team.frozen, team.frozen_reason, team.frozen_at, team.frozen_by = False, "", None, ""
+    team.save(update_fields=["frozen", "frozen_reason", "frozen_at", "frozen_by"])
+    audit_record(
+        actor=actor,
+        action="team.unfreeze",
+        target_type="team",
+        target_id=team.slug,
+        team=team,
+        before=before,
+        comment=(reason or "").strip()[:MAX_REASON],
+    )
+    return team
+
+
+# --- members -----------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def membership_set(
+    *, team: Team, user: Any, role: str, actor: Actor, source: str = Membership.Source.LOCAL
+) -> Membership:
+    if role not in Role.values:
+        raise InvalidInput(f"unknown role {role!r}; one of {', '.join(Role.values)}")
+    membership = Membership.objects.select_for_update().filter(team=team, user=user).first()
+    before = None if membership is None else membership.role
+    if membership is None:
+        membership = Membership.objects.create(team=team, user=user, role=role, source=source)
+    elif membership.role != role or membership.source != source:
+        membership.role, membership.source = role, source
+        membership.save(update_fields=["role", "source"])
+    if before != role:
+        audit_record(
+            actor=actor,
+            action="team.member",
+            target_type="team",
+            target_id=team.slug,
+            team=team,
+            before={"user": user.get_username(), "role": before},
+            after={"user": user.get_username(), "role": role},
+        )
+    return membership
+
+
+@transaction.atomic
+def membership_remove(*, membership: Membership, actor: Actor) -> None:
+    team, user, role = membership.team, membership.user, membership.role
+    membership.delete()
+    audit_record(
+        actor=actor,
+        action="team.member",
+        target_type="team",
+        target_id=team.slug,
+        team=team,
+        before={"user": user.get_username(), "role": role},
+        after={"user": user.get_username(), "role": None},
+    )
