@@ -1,5 +1,4 @@
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
 from django.http import (
     HttpRequest,
@@ -10,6 +9,7 @@ from django.http import (
 from django.templatetags.static import static
 from django.urls import include, path, re_path
 
+from awaken_site import sso
 from runs.api.health import readiness
 from runs.views.metrics import metrics_view
 
@@ -48,8 +48,11 @@ urlpatterns = [
     path("favicon.ico", favicon, name="favicon"),
     re_path(r"^admin/runs/(?P<model>auditentry|apitoken)/(?P<rest>.*)$", moved_admin),
     path("admin/", admin.site.urls),
-    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("login/", sso.LoginView.as_view(), name="login"),
+    path("logout/", sso.LogoutView.as_view(), name="logout"),
+    # single sign-on (OpenID Connect); the names are mozilla-django-oidc's
+    path("oidc/authenticate/", sso.SSOStartView.as_view(), name="oidc_authentication_init"),
+    path("oidc/callback/", sso.SSOCallbackView.as_view(), name="oidc_authentication_callback"),
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
     path("metrics", metrics_view, name="metrics"),

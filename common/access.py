@@ -116,13 +116,13 @@ class TeamRoleBackend(BaseBackend):
                     ROLE_PERMS[role] & READ_ONLY_PERMS if team in frozen else ROLE_PERMS[role]
                 )
             return granted
-        team = team_id_of(obj)
-        if team is None:
+        owner = team_id_of(obj)
+        if owner is None:
             return set()
         granted = set(_SITE.get_all_permissions(user_obj))
-        if team in roles:
-            granted |= ROLE_PERMS[roles[team]]
-        return granted & READ_ONLY_PERMS if team in frozen else granted
+        if owner in roles:
+            granted |= ROLE_PERMS[roles[owner]]
+        return granted & READ_ONLY_PERMS if owner in frozen else granted
 
     def has_perm(self, user_obj: Any, perm: str, obj: Any = None) -> bool:
         return perm in self.get_all_permissions(user_obj, obj)

@@ -7,12 +7,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
+from common.access import forget, site_wide, team_id_of, team_roles
 from common.audit import Actor, audit_record
-from common.errors import ConfirmationRequired, Forbidden, Frozen, InvalidInput
+from common.errors import ConfirmationRequired, Forbidden, Frozen, InvalidInput, NotFound
 from common.models import Membership, Role, Team
+from common.roles import ROLE_PERMS
 
 SETTINGS = ("name", "reason_required", "bulk_confirm_above")
 MAX_REASON = 2000
@@ -39,6 +43,16 @@ def ensure_writable(team: Team | int | None) -> None:
             "lifts the freeze",
             {"team": row["slug"]},
         )
+
+
+# Sources of actions nobody started by hand: the worker, the replay policy and queued input
+# the worker starts when a run ends (accepted before any freeze). The guards skip them.
+WORKER_SOURCES = frozenset({"system", "replay", "input"})
+
+
+def by_operator(actor: Actor) -> bool:
+    """Whether the action was started by a person or a client (not by the worker)."""
+    return actor.source not in WORKER_SOURCES
 
 
 def ensure_reason(team: Team | int | None, reason: str, what: str) -> None:
@@ -73,9 +87,26 @@ def ensure_confirmed(team_ids: Iterable[int], count: int, confirmed: bool) -> No
 
 
 def ensure_may(user: Any, perm: str, obj: Any, what: str) -> None:
-    """Raise `Forbidden` unless `user` may `perm` on `obj` (its team's role)."""
-    if user is not None and not user.has_perm(perm, obj):
-        raise Forbidden(f"you may not {what}")
+    """Raise `Forbidden` unless `user` may `perm` on `obj` (its team's role). When only
+    the team's freeze stands in the way (the role allows it otherwise), raise `Frozen`
+    instead: the answer is 409 team_frozen, saying why, not 403."""
+    if user is None or user.has_perm(perm, obj):
+        return
+    ensure_not_frozen_only(user, perm, obj)
+    raise Forbidden(f"you may not {what}")
+
+
+def ensure_not_frozen_only(user: Any, perm: str, obj: Any) -> None:
+    """For a refused object check: raise `Frozen` when the user's role would allow `perm`
+    on `obj` and only its team's freeze refuses it (409 saying why rather than 403)."""
+    team_id = team_id_of(obj)
+    if team_id is not None and _role_allows(user, perm, team_id):
+        ensure_writable(team_id)
+
+
+def _role_allows(user: Any, perm: str, team_id: int) -> bool:
+    role = team_roles(user).get(team_id)
+    return site_wide(user, perm) or (role is not None and perm in ROLE_PERMS[role])
 
 
 # --- settings and freeze -----------------------------------------------------------------------
@@ -202,3 +233,70 @@ def membership_remove(*, membership: Membership, actor: Actor) -> None:
         before={"user": user.get_username(), "role": role},
         after={"user": user.get_username(), "role": None},
     )
+
+
+# --- what a user sees of teams ---------------------------------------------------------------
+
+VIEW_TEAM = "common.view_team"
+CHANGE_TEAM = "common.change_team"
+
+
+def teams_visible(user: Any) -> QuerySet[Team]:
+    """The teams `user` may look at: the ones they are a member of; every team for
+    superusers and site-wide role holders."""
+    teams = Team.objects.order_by("name", "slug")
+    if site_wide(user, VIEW_TEAM):
+        return teams
+    return teams.filter(pk__in=list(team_roles(user)))
+
+
+def team_visible(user: Any, slug: str) -> Team:
+    """The team `slug` if `user` may see it; NotFound otherwise (not confirming it exists)."""
+    team = teams_visible(user).filter(slug=slug).first()
+    if team is None:
+        raise NotFound(f"team {slug!r} not found")
+    return team
+
+
+def role_in(user: Any, team: Team) -> str | None:
+    """`user`'s membership role in `team` (None: none; a site-wide role may still apply)."""
+    return team_roles(user).get(team.pk)
+
+
+def may_manage(user: Any, team: Team) -> bool:
+    return bool(user.has_perm(CHANGE_TEAM, team))
+
+
+def ensure_manage(user: Any, team: Team) -> None:
+    ensure_may(user, CHANGE_TEAM, team, f'manage team "{team.slug}"')
+
+
+def member_set_local(*, team: Team, username: str, role: str, actor: Actor) -> Membership:
+    """Give `username` `role` in `team` as a local member; an SSO member's role comes
+    from the identity provider and is refused here."""
+    user = get_user_model().objects.filter(username=username).first()
+    if user is None:
+        raise InvalidInput(f"no user named {username!r}", {"field": "username"})
+    current = Membership.objects.filter(team=team, user=user).first()
+    if current is not None and current.source == Membership.Source.SSO:
+        raise InvalidInput(
+            f"{username}'s role in {team.slug} comes from the identity provider at each login"
+        )
+    membership = membership_set(team=team, user=user, role=role, actor=actor)
+    forget(user)
+    return membership
+
+
+def member_remove_local(*, team: Team, username: str, actor: Actor) -> None:
+    membership = (
+        Membership.objects.select_related("team", "user")
+        .filter(team=team, user__username=username)
+        .first()
+    )
+    if membership is None:
+        raise NotFound(f"{username!r} is not a member of team {team.slug!r}")
+    if membership.source == Membership.Source.SSO:
+        raise InvalidInput(
+            f"{username}'s membership of {team.slug} comes from the identity provider"
+        )
+    membership_remove(membership=membership, actor=actor)

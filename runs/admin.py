@@ -10,6 +10,7 @@ from django.core.paginator import Paginator
 from django.db import connections
 from django.utils.functional import cached_property
 
+from agents.admin.base import TeamScoped, VisibleRelatedFilter
 from common.models import AuditEntry
 from runs import admin_notifications, admin_schedules  # noqa: F401  (register their admins)
 from runs.models import Decision, Message, Run, RunEvent, Thread, Ticket, ToolCall
@@ -35,7 +36,11 @@ class EstimatedCountPaginator(Paginator):
         return super().count
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(TeamScoped, admin.ModelAdmin):
+    """Each user sees the rows of the teams they may view (`team_path`); a row with no
+    team only site-wide roles see."""
+
+    empty_is_shared = False
     paginator = EstimatedCountPaginator
     show_full_result_count = False  # "n of N" would count the whole table again
 
@@ -63,6 +68,7 @@ class MessageInline(admin.TabularInline):
 
 @admin.register(Thread)
 class ThreadAdmin(ReadOnlyAdmin):
+    team_path = "team"
     list_display = ("id", "title", "message_count", "open_run", "updated_at")
     list_select_related = ("open_run",)  # nullable: not joined by default
     search_fields = ("id", "title")
@@ -71,6 +77,7 @@ class ThreadAdmin(ReadOnlyAdmin):
 
 @admin.register(Message)
 class MessageAdmin(ReadOnlyAdmin):
+    team_path = "thread__team"
     list_display = ("thread", "seq", "role", "tool_call_id", "produced_by_run", "created_at")
     list_select_related = ("thread", "produced_by_run")
     list_filter = ("role",)
@@ -90,8 +97,9 @@ class EventInline(admin.TabularInline):
 
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdmin):
+    team_path = "agent__team"
     list_display = ("id", "agent", "status", "status_reason", "steps", "created_at", "finished_at")
-    list_filter = ("status", "agent")
+    list_filter = ("status", ("agent", VisibleRelatedFilter))
     list_select_related = ("agent",)
     search_fields = ("id", "thread__id")
     inlines = [EventInline]
@@ -99,30 +107,35 @@ class RunAdmin(ReadOnlyAdmin):
 
 @admin.register(ToolCall)
 class ToolCallAdmin(ReadOnlyAdmin):
+    team_path = "run__agent__team"
     list_display = ("call_id", "tool_name", "status", "run", "updated_at")
     list_filter = ("status", "tool_name")
 
 
 @admin.register(Ticket)
 class TicketAdmin(ReadOnlyAdmin):
+    team_path = "agent__team"
     list_display = ("id", "ticket_id", "tool_name", "status", "run", "created_at", "deadline_at")
     list_filter = ("status", "tool_name")
 
 
 @admin.register(Decision)
 class DecisionAdmin(ReadOnlyAdmin):
+    team_path = "ticket__agent__team"
     list_display = ("ticket", "action", "actor_label", "created_at")
     list_filter = ("action",)
 
 
 @admin.register(RunEvent)
 class RunEventAdmin(ReadOnlyAdmin):
+    team_path = "run__agent__team"
     list_display = ("run", "seq", "event_type", "created_at")
     list_filter = ("event_type",)
 
 
 @admin.register(AuditEntry)
 class AuditEntryAdmin(ReadOnlyAdmin):
+    team_path = "team"  # entries without a team: site-wide roles only
     list_display = ("created_at", "actor_label", "action", "target_type", "target_id", "source")
     list_filter = ("action", "source")
     search_fields = ("actor_label", "target_id", "comment")

@@ -19,7 +19,8 @@ from django.utils.decorators import method_decorator
 from django.utils.html import format_html
 from django.views.decorators.debug import sensitive_post_parameters
 
-from agents.admin.base import AuditedAdmin
+from agents.admin.base import TeamAdmin, VisibleRelatedFilter
+from common.access import site_wide
 from common.audit import request_actor
 from common.errors import ServiceError
 from runs.models import (
@@ -143,8 +144,12 @@ class NotificationChannelForm(forms.ModelForm):
 
 
 @admin.register(NotificationChannel)
-class NotificationChannelAdmin(AuditedAdmin):
+class NotificationChannelAdmin(TeamAdmin):
+    """Channels belong to no team: shared, configured by site-wide admins; team admins
+    see them (to route their agents' events to one)."""
+
     form = NotificationChannelForm
+    team_path = None
     list_display = ("name", "kind", "target", "secret_stored", "enabled", "updated_at")
     list_filter = ("kind", "enabled")
     search_fields = ("name", "url_display", "email_to")
@@ -253,10 +258,14 @@ def events_label(events: list[str]) -> str:
 
 
 @admin.register(NotificationRule)
-class NotificationRuleAdmin(AuditedAdmin):
+class NotificationRuleAdmin(TeamAdmin):
+    """A rule for one agent belongs to the agent's team; a rule for every agent is
+    shared (site-wide admins)."""
+
     form = NotificationRuleForm
+    team_path = "agent__team"
     list_display = ("id", "channel", "event_list", "agent", "tool", "enabled")
-    list_filter = ("enabled", "channel", "agent")
+    list_filter = ("enabled", "channel", ("agent", VisibleRelatedFilter))
     list_select_related = ("channel", "agent")
 
     @admin.display(description="events")
@@ -265,10 +274,11 @@ class NotificationRuleAdmin(AuditedAdmin):
 
 
 @admin.register(NotificationSubscription)
-class NotificationSubscriptionAdmin(AuditedAdmin):
+class NotificationSubscriptionAdmin(TeamAdmin):
     form = NotificationSubscriptionForm
+    team_path = "agent__team"
     list_display = ("id", "user", "event_list", "agent", "tool", "created_at")
-    list_filter = ("agent",)
+    list_filter = (("agent", VisibleRelatedFilter),)
     list_select_related = ("user", "agent")
     search_fields = ("user__username", "user__email")
 
@@ -311,8 +321,12 @@ class NotificationDeliveryAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request: Any, obj: Any = None) -> bool:
         return False
 
+    def has_view_permission(self, request: Any, obj: Any = None) -> bool:
+        """Deliveries tell about every team's runs: site-wide roles only."""
+        return site_wide(request.user, "runs.view_notificationdelivery")
+
     def has_redeliver_permission(self, request: HttpRequest) -> bool:
-        return bool(request.user.has_perm("runs.change_notificationchannel"))
+        return site_wide(request.user, "runs.change_notificationchannel")
 
     @admin.display(description="destination")
     def destination(self, obj: NotificationDelivery) -> str:

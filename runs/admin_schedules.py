@@ -10,14 +10,14 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
-from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
-from agents.admin.base import AuditedAdmin
+from agents.admin.base import TeamAdmin, VisibleRelatedFilter
 from agents.selectors import agent_version_latest
+from common.access import frozen_teams
 from common.errors import ServiceError
 from runs.models import Run, Schedule
 from runs.services.schedules import (
@@ -102,8 +102,11 @@ def in_zone(schedule: Schedule, moment: dt.datetime | None) -> str:
 
 
 @admin.register(Schedule)
-class ScheduleAdmin(AuditedAdmin):
+class ScheduleAdmin(TeamAdmin):
+    """A schedule belongs to its agent's team: that team's admins configure it."""
+
     form = ScheduleForm
+    team_path = "agent__team"
     change_form_template = "admin/runs/schedule/change_form.html"
     list_display = (
         "name",
@@ -116,7 +119,7 @@ class ScheduleAdmin(AuditedAdmin):
         "last_run_link",
         "last_outcome",
     )
-    list_filter = ("enabled", "kind", "thread_policy", "agent")
+    list_filter = ("enabled", "kind", "thread_policy", ("agent", VisibleRelatedFilter))
     list_select_related = ("agent",)
     search_fields = ("name", "message")
     readonly_fields = (
@@ -207,14 +210,31 @@ class ScheduleAdmin(AuditedAdmin):
 
     # --- actions ----------------------------------------------------------------------------
 
-    def has_run_permission(self, request: HttpRequest) -> bool:
-        return bool(request.user.has_perm("runs.run_schedule"))
+    def has_run_permission(self, request: HttpRequest, obj: Schedule | None = None) -> bool:
+        """`runs.run_schedule` somewhere; for a schedule, in its agent's team (not frozen)."""
+        if obj is None:
+            return bool(request.user.has_perm("runs.run_schedule"))
+        return self.team_of(obj) not in frozen_teams(request.user) and bool(
+            request.user.has_perm("runs.run_schedule", obj)  # its agent's team
+        )
+
+    def _refused(self, request: HttpRequest, schedule: Schedule, allowed: bool) -> bool:
+        if not allowed:
+            self.message_user(
+                request, f"{schedule.name}: you may not do this to it; skipped.", messages.ERROR
+            )
+        return not allowed
 
     @admin.action(description="Pause the selected schedules", permissions=["change"])
     def pause(self, request: HttpRequest, queryset: Any) -> None:
+        done = 0
         for schedule in queryset:
+            if self._refused(request, schedule, self.has_change_permission(request, schedule)):
+                continue
             schedule_pause(schedule, self._actor(request))
-        self.message_user(request, f"Paused {len(queryset)} schedule(s).", messages.SUCCESS)
+            done += 1
+        if done:
+            self.message_user(request, f"Paused {done} schedule(s).", messages.SUCCESS)
 
     @admin.action(
         description="Resume the selected schedules (next run from now)", permissions=["change"]
@@ -222,6 +242,8 @@ class ScheduleAdmin(AuditedAdmin):
     def resume(self, request: HttpRequest, queryset: Any) -> None:
         done = 0
         for schedule in queryset:
+            if self._refused(request, schedule, self.has_change_permission(request, schedule)):
+                continue
             try:
                 schedule_resume(schedule, self._actor(request))
                 done += 1
@@ -233,7 +255,8 @@ class ScheduleAdmin(AuditedAdmin):
     @admin.action(description="Run the selected schedules now", permissions=["run"])
     def run_now(self, request: HttpRequest, queryset: Any) -> None:
         for schedule in queryset:
-            self._run_now(request, schedule)
+            if not self._refused(request, schedule, self.has_run_permission(request, schedule)):
+                self._run_now(request, schedule)
 
     def _run_now(self, request: HttpRequest, schedule: Schedule) -> None:
         try:
@@ -258,14 +281,13 @@ class ScheduleAdmin(AuditedAdmin):
         return custom + super().get_urls()
 
     def run_now_view(self, request: HttpRequest, object_id: str) -> HttpResponseRedirect:
-        try:
-            schedule = get_object_or_404(Schedule, pk=object_id)
-        except ValidationError:  # not a UUID
-            raise Http404 from None
+        schedule = self.get_object(request, object_id)  # None: not a UUID, or not visible
+        if schedule is None:
+            raise Http404("no such schedule")
         change_url = reverse("admin:runs_schedule_change", args=[schedule.pk])
         if request.method != "POST":
             return HttpResponseRedirect(change_url)
-        if not self.has_run_permission(request):
+        if not self.has_run_permission(request, schedule):
             raise PermissionDenied
         self._run_now(request, schedule)
         return HttpResponseRedirect(change_url)
@@ -277,5 +299,7 @@ class ScheduleAdmin(AuditedAdmin):
         form_url: str = "",
         extra_context: dict[str, Any] | None = None,
     ) -> HttpResponse:
-        extra = {**(extra_context or {}), "has_run_permission": self.has_run_permission(request)}
+        schedule = self.get_object(request, object_id)
+        allowed = schedule is not None and self.has_run_permission(request, schedule)
+        extra = {**(extra_context or {}), "has_run_permission": allowed}
         return super().change_view(request, object_id, form_url, extra)

@@ -25,6 +25,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from channels.layers import get_channel_layer
 from django.template.loader import render_to_string
 
+from common.access import visible_teams
 from runs import fanout, metrics
 from runs import permissions as perms
 from runs.models import Run, RunEvent
@@ -41,11 +42,19 @@ BACKFILL_BATCH = 500
 
 
 @database_sync_to_async
-def _run_exists(run_id: str) -> bool:
+def _run_visible(user: Any, run_id: str) -> bool:
+    """The run exists and `user` may see it (its team's role): otherwise the socket closes
+    as for an unknown run, not confirming another team's run exists."""
     try:
-        return Run.objects.filter(pk=run_id).exists()
+        team = Run.objects.filter(pk=run_id).values_list("agent__team_id", flat=True).first()
     except Exception:  # not a UUID
         return False
+    return team is not None and bool(user.has_perm(perms.VIEW, team))
+
+
+@database_sync_to_async
+def _teams_seen(user: Any) -> frozenset[int] | None:
+    return visible_teams(user, perms.VIEW)
 
 
 @database_sync_to_async
@@ -94,11 +103,11 @@ class RunStreamConsumer(fanout.Follower, AsyncJsonWebsocketConsumer):
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         self.run_id = self.scope["url_route"]["kwargs"]["run_id"]
-        if not await _run_exists(self.run_id):
-            await self.close(code=CLOSE_NOT_FOUND)
-            return
         if not await database_sync_to_async(user.has_perm)(perms.VIEW):
             await self.close(code=CLOSE_FORBIDDEN)
+            return
+        if not await _run_visible(user, self.run_id):
+            await self.close(code=CLOSE_NOT_FOUND)
             return
         query = parse_qs(self.scope.get("query_string", b"").decode())
         try:
@@ -271,6 +280,7 @@ class DashboardConsumer(fanout.Follower, AsyncJsonWebsocketConsumer):
     hub: fanout.Hub | None = None
     figures: DashboardFigures | None = None
     counted = False  # in the websocket clients gauge (runs.metrics)
+    teams: frozenset[int] | None = None  # whose runs' changes it gets; None: every team
 
     async def connect(self) -> None:
         await self.accept()
@@ -281,12 +291,14 @@ class DashboardConsumer(fanout.Follower, AsyncJsonWebsocketConsumer):
         if not await database_sync_to_async(user.has_perm)(perms.VIEW):
             await self.close(code=CLOSE_FORBIDDEN)
             return
+        self.teams = await _teams_seen(user)
         self.counted = metrics.websocket_opened("dashboard")
         self.hub = _hub()
         if self.hub is not None:
             await self.hub.subscribe(DASHBOARD_GROUP, self)
             query = parse_qs(self.scope.get("query_string", b"").decode())
-            if query.get("figures") == ["1"]:
+            # the pushed figures count every team: only for those who see every team
+            if query.get("figures") == ["1"] and self.teams is None:
                 self.figures = _figures_for(self.hub)
                 await self.figures.join(self)
         await self.send_json({"type": "ready"})
@@ -305,3 +317,8 @@ class DashboardConsumer(fanout.Follower, AsyncJsonWebsocketConsumer):
 
     async def on_text(self, text: str) -> None:
         await self.send(text_data=text)
+
+    async def on_run_text(self, item: tuple[int | None, str]) -> None:
+        team, text = item
+        if self.teams is None or team in self.teams:  # another team's run: not delivered
+            await self.send(text_data=text)

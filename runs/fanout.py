@@ -126,6 +126,11 @@ class Follower:
     async def on_text(self, text: str) -> None:
         """A ready websocket frame: a live token delta or a list-level change."""
 
+    async def on_run_text(self, item: tuple[int | None, str]) -> None:
+        """A run's change (its team id, the ready frame): followers that serve users of
+        some teams only (the dashboard socket) filter on the team; by default, as text."""
+        await self.on_text(item[1])
+
     def on_resync(self) -> None:
         """Broadcasts may have been lost (the layer failed, or the group was joined only
         after some retries): read the log again."""
@@ -205,7 +210,8 @@ class Topic:
         elif kind == "run.live":
             self._post(("text", json.dumps({"type": "live", "event": message["event"]})))
         elif kind == "run.changed":
-            self._post(("text", json.dumps({"type": "run", "run": message["run"]})))
+            run = message["run"]
+            self._post(("run", (run.get("team_id"), json.dumps({"type": "run", "run": run}))))
         else:
             logger.debug("%s: ignored a %r message", self.group, kind)
 
@@ -234,6 +240,9 @@ class Topic:
                 elif kind == "text":
                     outbox.popleft()
                     await self._each("on_text", item)
+                elif kind == "run":  # rendered once; each follower filters by team
+                    outbox.popleft()
+                    await self._each("on_run_text", item)
                 else:
                     outbox.popleft()
                     for follower in list(self.followers):

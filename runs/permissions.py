@@ -6,8 +6,11 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.template.loader import render_to_string
+
+from agents.models import Agent
+from common.access import visible_teams
 
 VIEW = "runs.view_run"
 START = "runs.start_run"
@@ -23,17 +26,52 @@ VIEW_INPUT = "runs.view_pendinginput"
 EDIT_INPUT = "runs.edit_pendinginput"
 
 
-def capabilities(user: Any) -> dict[str, bool]:
-    """What the templates may offer; the views check again on every request."""
+def capabilities(user: Any, obj: Any = None) -> dict[str, bool]:
+    """What the templates may offer; the views check again on every request. With `obj`
+    (a run, ticket, thread, agent ...) the role in that object's team decides; without,
+    "may somewhere"."""
     return {
-        "start": user.has_perm(START),
-        "cancel": user.has_perm(CANCEL),
-        "retry": user.has_perm(RETRY),
-        "decide": user.has_perm(DECIDE),
-        "audit": user.has_perm(AUDIT),
-        "prioritize": user.has_perm(PRIORITIZE),
-        "edit_input": user.has_perm(EDIT_INPUT),
+        "start": user.has_perm(START, obj),
+        "cancel": user.has_perm(CANCEL, obj),
+        "retry": user.has_perm(RETRY, obj),
+        "decide": user.has_perm(DECIDE, obj),
+        "audit": user.has_perm(AUDIT, obj),
+        "prioritize": user.has_perm(PRIORITIZE, obj),
+        "edit_input": user.has_perm(EDIT_INPUT, obj),
     }
+
+
+def may_see(user: Any, obj: Any, perm: str = VIEW) -> bool:
+    """`user` may see `obj` (a run, ticket, thread, input, agent ...): its team allows it."""
+    return obj is not None and bool(user.has_perm(perm, obj))
+
+
+def visible_or_404(user: Any, obj: Any, perm: str = VIEW) -> Any:
+    """`obj` when `user` may see it; otherwise 404, as for an unknown id (another team's
+    object is not confirmed to exist)."""
+    if not may_see(user, obj, perm):
+        raise Http404("not found")
+    return obj
+
+
+def visible_agent_ids(user: Any, perm: str = VIEW) -> list[int] | None:
+    """The ids of the agents of the teams where `user` may `perm`; None: every agent. A
+    short list: lists filter `agent_id__in` it rather than join the team."""
+    teams = visible_teams(user, perm)
+    if teams is None:
+        return None
+    if not teams:
+        return []
+    return list(Agent.objects.filter(team_id__in=teams).values_list("pk", flat=True))
+
+
+def denied(request: HttpRequest, perm: str, obj: Any, what: str) -> HttpResponse | None:
+    """404 when the user may not see `obj`, a 403 response when they may see it but their
+    role in its team does not allow `perm`; None when allowed."""
+    visible_or_404(request.user, obj)
+    if not request.user.has_perm(perm, obj):
+        return forbidden(request, what)
+    return None
 
 
 def forbidden(request: HttpRequest, what: str) -> HttpResponse:

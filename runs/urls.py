@@ -17,6 +17,7 @@ from runs.views import (
     replays,
     rules,
     saved_views,
+    teams,
     tokens,
 )
 
@@ -101,4 +102,15 @@ urlpatterns = [
     path("replays/<uuid:set_id>/table", replays.replay_table, name="replay-table"),
     path("replays/<uuid:set_id>/cancel", replays.replay_cancel_view, name="replay-cancel"),
     path("tokens/<int:token_id>/revoke", tokens.token_revoke_view, name="token-revoke"),
+    path("teams/", teams.team_list, name="teams"),
+    path("teams/<slug:slug>/", teams.team_detail, name="team-detail"),
+    path("teams/<slug:slug>/settings", teams.team_settings, name="team-settings"),
+    path("teams/<slug:slug>/freeze", teams.team_freeze_view, name="team-freeze"),
+    path("teams/<slug:slug>/unfreeze", teams.team_unfreeze_view, name="team-unfreeze"),
+    path("teams/<slug:slug>/members", teams.team_member_set, name="team-member-set"),
+    path(
+        "teams/<slug:slug>/members/<str:username>/remove",
+        teams.team_member_remove,
+        name="team-member-remove",
+    ),
 ]

@@ -88,6 +88,7 @@ class AgentAdminForm(forms.ModelForm):
         fields = (
             "slug",
             "name",
+            "team",
             "description",
             "model",
             "endpoint",
@@ -145,11 +146,40 @@ class AgentAdminForm(forms.ModelForm):
         if "delegates" in self.fields and "delegates" not in cleaned:
             return cleaned  # the delegates field has its own error already
         delegates = list(cleaned.get("delegates") or []) if "delegates" in self.fields else None
+        self._team_errors(cleaned, delegates)
         for field, message in agent_validate(candidate, delegates=delegates).items():
             if field in self.errors:
                 continue  # that field's own error says more
             self.add_error(field if field in self.fields else None, message)
         return cleaned
+
+    def _team_errors(self, cleaned: dict[str, Any], delegates: list[Agent] | None) -> None:
+        """An agent uses its team's models, endpoints and delegates, or shared models and
+        endpoints (what it has already is kept)."""
+        team = cleaned.get("team")
+        team_id = team.pk if team is not None else self.instance.team_id
+        instance = self.instance
+        model, endpoint = cleaned.get("model"), cleaned.get("endpoint")
+        for name, row, team_of_row, had in (
+            ("model", model, model and model.provider.team_id, instance.model_id),
+            ("endpoint", endpoint, endpoint and endpoint.team_id, instance.endpoint_id),
+        ):
+            if row is not None and row.pk != had and team_of_row not in (None, team_id):
+                self.add_error(
+                    name,
+                    f"The {name} '{row.slug}' belongs to another team: choose one of this "
+                    f"team's or a shared one.",
+                )
+        kept = set(instance.delegates.values_list("pk", flat=True)) if instance.pk else set()
+        foreign = sorted(
+            d.slug for d in delegates or [] if d.team_id != team_id and d.pk not in kept
+        )
+        if foreign:
+            self.add_error(
+                "delegates",
+                f"Delegates of another team: {', '.join(foreign)}; an agent delegates to "
+                "its own team's agents.",
+            )
 
 
 # -- the permission rules editor -----------------------------------------------------------

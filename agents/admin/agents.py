@@ -11,7 +11,7 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.db.models import Max
+from django.db.models import Max, Q
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
@@ -26,7 +26,7 @@ from agents.admin.agent_forms import (
     rules_from_formset,
     rules_initial,
 )
-from agents.admin.base import AuditedAdmin
+from agents.admin.base import TeamAdmin, TeamScoped, freeze_message
 from agents.errors import AgentConfigInvalid
 from agents.models import Agent, Note
 from agents.selectors import (
@@ -45,6 +45,7 @@ from agents.services.agents import (
     spec_normalized,
 )
 from agents.services.permissions import permission_preview
+from common.access import visible_teams
 from common.errors import ServiceError
 
 # -- version diffs -------------------------------------------------------------------------
@@ -90,12 +91,41 @@ def spec_diff(before: dict[str, Any] | None, after: dict[str, Any]) -> list[Fiel
 
 
 @admin.register(Agent)
-class AgentAdmin(AuditedAdmin):
+class AgentAdmin(TeamAdmin):
+    """A team's admins configure its agents; an agent uses its team's models, endpoints
+    and delegates, or shared models and endpoints."""
+
     form = AgentAdminForm
-    list_display = ("slug", "name", "model", "endpoint", "latest_version", "updated_at")
-    list_select_related = ("model", "endpoint")
+    list_display = ("slug", "name", "team", "model", "endpoint", "latest_version", "updated_at")
+    list_select_related = ("team", "model", "endpoint")
     search_fields = ("slug", "name")
     filter_horizontal = ("delegates",)
+    team_path = "team"
+
+    def get_form(self, request: Any, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        """The model, endpoint and delegate choices: the agent's team's and shared ones
+        (a new agent: those of the teams the user configures), and what it has now."""
+        form = super().get_form(request, obj, change, **kwargs)
+        teams: Any = [obj.team_id] if obj is not None else None
+        if teams is None:
+            teams = visible_teams(request.user, self.perm_name("add"))
+        if teams is None:
+            return form
+        current = {
+            "model": [obj.model_id] if obj is not None else [],
+            "endpoint": [obj.endpoint_id] if obj is not None else [],
+            "delegates": list(obj.delegates.values_list("pk", flat=True)) if obj else [],
+        }
+        allowed = {
+            "model": Q(provider__team__in=teams) | Q(provider__team__isnull=True),
+            "endpoint": Q(team__in=teams) | Q(team__isnull=True),
+            "delegates": Q(team__in=teams),
+        }
+        for name, choices in allowed.items():
+            field = form.base_fields.get(name)
+            if field is not None:
+                field.queryset = field.queryset.filter(choices | Q(pk__in=current[name]))
+        return form
 
     def get_queryset(self, request: HttpRequest) -> Any:
         return super().get_queryset(request).annotate(_latest=Max("versions__number"))
@@ -139,12 +169,21 @@ class AgentAdmin(AuditedAdmin):
     # -- helpers
 
     def _agent(self, request: HttpRequest, pk: int, *, change: bool = False) -> Agent:
-        agent = get_object_or_404(Agent.objects.select_related("model", "endpoint"), pk=pk)
+        if not self.has_view_or_change_permission(request):
+            raise PermissionDenied  # no agent at all: another team's is not found below
+        agent = get_object_or_404(
+            self.get_queryset(request).select_related("model", "endpoint"), pk=pk
+        )
         if not self.has_view_or_change_permission(request, agent):
             raise PermissionDenied
-        if change and not self.has_change_permission(request, agent):
+        if change and not self._may_change(request, agent):
             raise PermissionDenied
         return agent
+
+    def _may_change(self, request: HttpRequest, agent: Agent) -> bool:
+        """The user may change the agent, or its team is frozen: then the service refuses,
+        saying so."""
+        return self.has_change_permission(request, agent) or bool(freeze_message(agent.team_id))
 
     def _context(
         self, request: HttpRequest, agent: Agent, title: str, **extra: Any
@@ -170,7 +209,8 @@ class AgentAdmin(AuditedAdmin):
         form_url: str = "",
         extra_context: dict[str, Any] | None = None,
     ) -> HttpResponse:
-        agent = Agent.objects.filter(pk=object_id).first() if object_id.isdigit() else None
+        rows = self.get_queryset(request)
+        agent = rows.filter(pk=object_id).first() if object_id.isdigit() else None
         extra = dict(extra_context or {})
         if agent is not None:
             extra["draft_status"] = agent_draft_status(agent)
@@ -311,7 +351,7 @@ class AgentAdmin(AuditedAdmin):
         permission = agent.permission if isinstance(agent.permission, dict) else {}
         default_initial = {"default_behavior": permission.get("default_behavior") or "ask"}
         if request.method == "POST":
-            if not self.has_change_permission(request, agent):
+            if not self._may_change(request, agent):
                 raise PermissionDenied
             formset = RuleFormSet(request.POST, prefix="rules")
             default_form = DefaultBehaviorForm(request.POST)
@@ -364,7 +404,9 @@ class AgentAdmin(AuditedAdmin):
 
 
 @admin.register(Note)
-class NoteAdmin(admin.ModelAdmin):
+class NoteAdmin(TeamScoped, admin.ModelAdmin):
+    team_path = "run__agent__team"  # the team of the run that wrote it
+    empty_is_shared = False
     list_display = ("title", "run", "tool_call_id", "created_at")
     list_select_related = ("run",)
     search_fields = ("title", "body")

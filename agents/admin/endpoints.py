@@ -8,18 +8,18 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponseRedirect
-from django.shortcuts import get_object_or_404
+from django.http import Http404, HttpRequest, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from agents.admin.base import AuditedAdmin
+from agents.admin.base import TeamAdmin
 from agents.models import RemoteEndpoint
 from agents.services.endpoints import endpoint_check, endpoint_config_errors
 
 FORM_FIELDS = (
     "slug",
     "name",
+    "team",
     "backend",
     "base_url",
     "target",
@@ -87,12 +87,17 @@ def _health_badge(endpoint: RemoteEndpoint) -> str:
 
 
 @admin.register(RemoteEndpoint)
-class RemoteEndpointAdmin(AuditedAdmin):
+class RemoteEndpointAdmin(TeamAdmin):
+    """A team's admins configure its endpoints; shared ones (no team) are read-only to
+    them."""
+
     form = RemoteEndpointForm
+    team_path = "team"
     change_form_template = "admin/agents/remoteendpoint/change_form.html"
     list_display = (
         "slug",
         "name",
+        "team",
         "backend",
         "base_url",
         "token_stored",
@@ -101,6 +106,7 @@ class RemoteEndpointAdmin(AuditedAdmin):
         "health_problem",
     )
     list_filter = ("health", "backend")
+    list_select_related = ("team",)
     search_fields = ("slug", "name", "base_url")
     readonly_fields = ("token_state", "health_status", "health_error", "health_checked_at")
     actions = ["check_health"]
@@ -109,7 +115,7 @@ class RemoteEndpointAdmin(AuditedAdmin):
         css = {"all": ["css/admin_health.css"]}
 
     fieldsets = (
-        (None, {"fields": ("slug", "name", "backend", "base_url", "target")}),
+        (None, {"fields": ("slug", "name", "team", "backend", "base_url", "target")}),
         ("Authentication", {"fields": ("token_state", "token", "clear_token")}),
         ("Timing", {"fields": ("timeout_ms", "poll_interval_ms", "history_length")}),
         ("Health", {"fields": ("health_status", "health_error", "health_checked_at")}),
@@ -160,7 +166,14 @@ class RemoteEndpointAdmin(AuditedAdmin):
     )
     def check_health(self, request: HttpRequest, queryset: Any) -> None:
         for endpoint in queryset:
-            self._check(request, endpoint)
+            if self.has_change_permission(request, endpoint):
+                self._check(request, endpoint)
+            else:
+                self.message_user(
+                    request,
+                    f"{endpoint.slug}: you do not configure it; not checked.",
+                    messages.ERROR,
+                )
 
     def get_urls(self) -> list[Any]:
         custom = [
@@ -173,7 +186,9 @@ class RemoteEndpointAdmin(AuditedAdmin):
         return custom + super().get_urls()
 
     def check_health_view(self, request: HttpRequest, object_id: str) -> HttpResponseRedirect:
-        endpoint = get_object_or_404(RemoteEndpoint, pk=object_id)
+        endpoint = self.get_object(request, object_id)
+        if endpoint is None:
+            raise Http404("no such remote endpoint")
         if request.method != "POST":
             return HttpResponseRedirect(
                 reverse("admin:agents_remoteendpoint_change", args=[endpoint.pk])

@@ -25,7 +25,7 @@ from django.utils.decorators import method_decorator
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_POST
 
-from agents.admin.base import AuditedAdmin
+from agents.admin.base import TeamAdmin, VisibleRelatedFilter
 from agents.models import Model, ModelProvider
 from agents.services.providers import provider_check
 
@@ -103,7 +103,16 @@ class ModelProviderForm(forms.ModelForm):
 
     class Meta:
         model = ModelProvider
-        fields = ["slug", "name", "kind", "base_url", "api_key_env", "headers", "timeout_seconds"]
+        fields = [
+            "slug",
+            "name",
+            "team",
+            "kind",
+            "base_url",
+            "api_key_env",
+            "headers",
+            "timeout_seconds",
+        ]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -172,15 +181,29 @@ class ModelProviderForm(forms.ModelForm):
 
 
 @admin.register(ModelProvider)
-class ModelProviderAdmin(AuditedAdmin):
+class ModelProviderAdmin(TeamAdmin):
+    """A team's admins configure its providers; shared ones (no team) are read-only to
+    them."""
+
     form = ModelProviderForm
-    list_display = ("slug", "name", "kind", "base_url", "key_stored", "health", "health_checked_at")
+    team_path = "team"
+    list_display = (
+        "slug",
+        "name",
+        "team",
+        "kind",
+        "base_url",
+        "key_stored",
+        "health",
+        "health_checked_at",
+    )
+    list_select_related = ("team",)
     list_filter = ("kind", "health")
     search_fields = ("slug", "name")
     readonly_fields = ("api_key_status", "health", "health_error", "health_checked_at")
     actions = ["test_connection"]
     fieldsets = [
-        (None, {"fields": ["slug", "name", "kind"]}),
+        (None, {"fields": ["slug", "name", "team", "kind"]}),
         (
             "Connection",
             {
@@ -265,14 +288,24 @@ class ModelProviderAdmin(AuditedAdmin):
             )
             return
         for provider in providers:
-            self._test_one(request, provider)
+            if self.has_change_permission(request, provider):
+                self._test_one(request, provider)
+            else:
+                self.message_user(
+                    request,
+                    f"{provider.slug}: you do not configure it; not tested.",
+                    messages.ERROR,
+                )
 
     def has_test_connection_permission(self, request: HttpRequest) -> bool:
         return self.has_change_permission(request)  # it records the provider's health
 
 
 @admin.register(Model)
-class ModelAdmin(AuditedAdmin):
+class ModelAdmin(TeamAdmin):
+    """A model belongs to its provider's team (a shared provider's models are shared)."""
+
+    team_path = "provider__team"
     list_display = (
         "slug",
         "provider",
@@ -282,7 +315,7 @@ class ModelAdmin(AuditedAdmin):
         "output_price_per_million_usd",
     )
     list_select_related = ("provider",)
-    list_filter = ("provider",)
+    list_filter = (("provider", VisibleRelatedFilter),)
     search_fields = ("slug", "upstream_model")
     fieldsets = [
         (None, {"fields": ["slug", "provider", "upstream_model", "context_window"]}),

@@ -5,6 +5,9 @@ The bearer token is never returned: only whether one is stored (`has_token`)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.db.models import Q, QuerySet
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers
@@ -14,9 +17,12 @@ from rest_framework.response import Response
 from agents.models import RemoteEndpoint
 from agents.selectors import endpoint_list
 from agents.services.endpoints import endpoint_check
+from common.access import site_wide, visible_teams
 from common.api.auth import actor_for
 from common.api.base import ApiView, get_or_not_found
 from common.api.errors import error_responses
+from common.errors import Forbidden
+from common.teams import ensure_may, ensure_writable
 
 VIEW_ENDPOINT = "agents.view_remoteendpoint"
 CHECK_ENDPOINT = "agents.change_remoteendpoint"  # a check writes the endpoint's health
@@ -25,6 +31,7 @@ CHECK_ENDPOINT = "agents.change_remoteendpoint"  # a check writes the endpoint's
 class EndpointSerializer(serializers.Serializer):
     id = serializers.CharField(source="slug", help_text="Endpoint id (slug).")
     name = serializers.CharField()
+    team = serializers.SerializerMethodField(help_text="Team (slug); null: shared.")
     backend = serializers.CharField(help_text="Protocol: a2a.")
     base_url = serializers.CharField()
     target = serializers.CharField(allow_blank=True, help_text="Remote agent / tenant segment.")
@@ -39,9 +46,18 @@ class EndpointSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
 
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_team(self, endpoint: RemoteEndpoint) -> str | None:
+        return endpoint.team.slug if endpoint.team_id and endpoint.team else None
+
     @extend_schema_field(serializers.ListField(child=serializers.CharField()))
     def get_agents(self, endpoint: RemoteEndpoint) -> list[str]:
-        return sorted(agent.slug for agent in endpoint.agents.all())
+        """The agents running on it, of the teams the reader sees (a shared endpoint
+        serves several teams)."""
+        teams = self.context.get("teams")
+        return sorted(
+            agent.slug for agent in endpoint.agents.all() if teams is None or agent.team_id in teams
+        )
 
 
 class EndpointListSerializer(serializers.Serializer):
@@ -60,8 +76,20 @@ SLUG = OpenApiParameter(
 )
 
 
-def _endpoint(slug: str) -> RemoteEndpoint:
-    return get_or_not_found(endpoint_list(), "endpoint", slug, by="slug")
+def _visible(request: Request) -> QuerySet[RemoteEndpoint]:
+    """The shared endpoints and those of the teams the user may view."""
+    teams = visible_teams(request.user, VIEW_ENDPOINT)
+    rows = endpoint_list().select_related("team")
+    return rows if teams is None else rows.filter(Q(team__in=teams) | Q(team__isnull=True))
+
+
+def _endpoint(request: Request, slug: str) -> RemoteEndpoint:
+    return get_or_not_found(_visible(request), "endpoint", slug, by="slug")
+
+
+def _serialized(request: Request, endpoint: Any, **kwargs: Any) -> Any:
+    context = {"teams": visible_teams(request.user, "agents.view_agent")}
+    return EndpointSerializer(endpoint, context=context, **kwargs).data
 
 
 class EndpointListView(ApiView):
@@ -74,8 +102,8 @@ class EndpointListView(ApiView):
         responses={200: EndpointListSerializer, **error_responses()},
     )
     def get(self, request: Request) -> Response:
-        endpoints = endpoint_list().order_by("slug")
-        return Response({"items": EndpointSerializer(endpoints, many=True).data})
+        endpoints = _visible(request).order_by("slug")
+        return Response({"items": _serialized(request, endpoints, many=True)})
 
 
 class EndpointDetailView(ApiView):
@@ -89,7 +117,7 @@ class EndpointDetailView(ApiView):
         responses={200: EndpointSerializer, **error_responses(404)},
     )
     def get(self, request: Request, endpoint_id: str) -> Response:
-        return Response(EndpointSerializer(_endpoint(endpoint_id)).data)
+        return Response(_serialized(request, _endpoint(request, endpoint_id)))
 
 
 class EndpointCheckView(ApiView):
@@ -106,17 +134,23 @@ class EndpointCheckView(ApiView):
         tags=["endpoints"],
         parameters=[SLUG],
         request=None,
-        responses={200: EndpointCheckSerializer, **error_responses(404)},
+        responses={200: EndpointCheckSerializer, **error_responses(404, 409)},
     )
     def post(self, request: Request, endpoint_id: str) -> Response:
-        endpoint = _endpoint(endpoint_id)
+        endpoint = _endpoint(request, endpoint_id)
+        ensure_writable(endpoint.team_id)
+        if endpoint.team_id is None:  # shared: site-wide admins check it
+            if not site_wide(request.user, CHECK_ENDPOINT):
+                raise Forbidden("only site-wide admins check a shared endpoint")
+        else:
+            ensure_may(request.user, CHECK_ENDPOINT, endpoint, "check this endpoint")
         result = endpoint_check(endpoint=endpoint, actor=actor_for(request))
-        endpoint = _endpoint(endpoint_id)
+        endpoint = _endpoint(request, endpoint_id)
         return Response(
             {
                 "ok": result.ok,
                 "card_name": result.card_name,
                 "error": result.error,
-                "endpoint": EndpointSerializer(endpoint).data,
+                "endpoint": _serialized(request, endpoint),
             }
         )

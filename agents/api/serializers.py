@@ -12,6 +12,7 @@ from agents.services.agents import agent_draft_status
 class AgentSerializer(serializers.Serializer):
     id = serializers.CharField(source="slug", help_text="Agent id (slug): agent_id in runs.")
     name = serializers.CharField()
+    team = serializers.CharField(source="team.slug", help_text="Team (slug) it belongs to.")
     description = serializers.CharField(allow_blank=True)
     model = serializers.SerializerMethodField(help_text="Model slug (null: a remote agent).")
     endpoint = serializers.SerializerMethodField(

@@ -20,6 +20,7 @@ from agents.selectors import agent_version_latest
 from agents.tools import tool_names
 from common.audit import Actor, audit_record
 from common.errors import InvalidInput, NotFound
+from common.teams import ensure_writable
 from runs.runtime.permissions import ESCALATION_ACTIONS, MAX_DEADLINE_SECONDS
 from runs.runtime.stop import StopConfigError, StopPolicies
 
@@ -298,6 +299,7 @@ def agent_draft_status(agent: Agent, latest: AgentVersion | None = None) -> Draf
 def agent_publish(*, agent: Agent, actor: Actor, note: str = "") -> AgentVersion:
     """Freeze the validated draft as the next version; refuses an invalid or unchanged one."""
     locked = Agent.objects.select_for_update().get(pk=agent.pk)
+    ensure_writable(locked.team_id)
     errors = agent_publish_errors(locked)
     if errors:
         listed = " ".join(f"{field}: {message}" for field, message in errors.items())
@@ -327,6 +329,7 @@ def agent_publish(*, agent: Agent, actor: Actor, note: str = "") -> AgentVersion
         action="agent.publish",
         target_type="agent",
         target_id=locked.pk,
+        team=locked.team_id,
         before=latest.spec if latest else None,
         after={"version": version.number, "spec": spec},
         comment=note,
@@ -357,6 +360,7 @@ def agent_draft_snapshot(*, agent: Agent) -> AgentVersion:
 def agent_restore(*, version: AgentVersion, actor: Actor) -> Agent:
     """Copy a published version's configuration back into its agent's draft."""
     locked = Agent.objects.select_for_update().get(pk=version.agent_id)
+    ensure_writable(locked.team_id)
     spec = spec_normalized(version.spec)
     missing: list[str] = []
     model = endpoint = None
@@ -399,6 +403,7 @@ def agent_restore(*, version: AgentVersion, actor: Actor) -> Agent:
         action="agent.restore",
         target_type="agent",
         target_id=locked.pk,
+        team=locked.team_id,
         before=before,
         after=agent_spec(locked),
         comment=f"restored v{version.number} as the draft",
@@ -413,6 +418,7 @@ def agent_permission_update(*, agent: Agent, permission: dict[str, Any], actor: 
     if message:
         raise AgentConfigInvalid(message, {"permission": message})
     locked = Agent.objects.select_for_update().get(pk=agent.pk)
+    ensure_writable(locked.team_id)
     before = locked.permission
     locked.permission = permission
     locked.save(update_fields=["permission", "updated_at"])
@@ -421,6 +427,7 @@ def agent_permission_update(*, agent: Agent, permission: dict[str, Any], actor: 
         action="agent.permission_update",
         target_type="agent",
         target_id=locked.pk,
+        team=locked.team_id,
         before=before,
         after=permission,
     )

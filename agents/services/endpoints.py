@@ -20,6 +20,7 @@ from django.utils import timezone
 from agents.models import Health, RemoteEndpoint
 from agents.secrets import SecretError
 from common.audit import Actor, audit_record
+from common.teams import ensure_writable
 from runs.runtime.backends.a2a import (
     BACKEND,
     A2ABackend,
@@ -197,13 +198,16 @@ def endpoint_probe(endpoint: RemoteEndpoint) -> HealthResult:
 
 
 def endpoint_check(*, endpoint: RemoteEndpoint, actor: Actor) -> HealthResult:
-    """An operator-requested probe (admin or API), audited."""
+    """An operator-requested probe (admin or API), audited; refused while the endpoint's
+    team is frozen."""
+    ensure_writable(endpoint.team_id)
     result = endpoint_probe(endpoint)
     audit_record(
         actor=actor,
         action="remoteendpoint.check",
         target_type="remoteendpoint",
         target_id=endpoint.pk,
+        team=endpoint.team_id,
         after={
             "health": Health.HEALTHY if result.ok else Health.FAILING,
             "card_name": result.card_name,

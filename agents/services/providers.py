@@ -13,6 +13,7 @@ from agents import secrets
 from agents.models import Health, ModelProvider
 from agents.providers import ProviderConfigError, openai_client_class, resolve_api_key
 from common.audit import Actor, audit_record
+from common.teams import ensure_writable
 from runs.runtime.ports import ModelError
 
 from .health import ERROR_LIMIT, provider_health_record
@@ -92,7 +93,9 @@ def provider_probe(provider: ModelProvider) -> ConnectionCheck:
 
 def provider_check(*, provider: ModelProvider, actor: Actor) -> ConnectionCheck:
     """An operator-requested probe (the admin's "Test connection"): contact the provider,
-    then record its health and the audit entry in one transaction."""
+    then record its health and the audit entry in one transaction. Refused while the
+    provider's team is frozen."""
+    ensure_writable(provider.team_id)
     check = _provider_contact(provider)
     with transaction.atomic():
         provider_health_record(provider_id=provider.pk, ok=check.ok, error=check.error)
@@ -101,6 +104,7 @@ def provider_check(*, provider: ModelProvider, actor: Actor) -> ConnectionCheck:
             action="modelprovider.test_connection",
             target_type="modelprovider",
             target_id=provider.pk,
+            team=provider.team_id,
             after={
                 "health": Health.HEALTHY if check.ok else Health.FAILING,
                 "error": check.error[:ERROR_LIMIT],

@@ -23,6 +23,7 @@ from agents.models import Agent
 from agents.tools import UnknownToolError, get_tool
 from common.audit import Actor, audit_record
 from common.errors import InvalidInput
+from common.teams import ensure_writable
 from runs.runtime.permissions import (
     Behavior,
     PatternError,
@@ -292,6 +293,7 @@ def rule_add_to_draft(agent: Agent, rule: Any, actor: Actor, *, ticket_id: str =
     is published. The published versions are not touched."""
     checked = checked_rule(rule)
     locked = Agent.objects.select_for_update().get(pk=agent.pk)
+    ensure_writable(locked.team_id)
     before = locked.permission
     permission, position, already = with_rule(before, checked)
     if already:

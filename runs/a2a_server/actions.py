@@ -54,6 +54,7 @@ class Caller:
     user: Any
     token_name: str
     request_id: str = ""
+    agent: Any = None  # the agent the URL names: its team's role decides
 
     @property
     def actor(self) -> Actor:
@@ -61,7 +62,8 @@ class Caller:
         return Actor(user=self.user, label=label[:200], source="a2a", request_id=self.request_id)
 
     def require(self, perm: str, doing: str) -> None:
-        if not self.user.has_perm(perm):
+        allowed = self.user.has_perm(perm, self.agent) if self.agent else self.user.has_perm(perm)
+        if not allowed:
             # A2A has no error of its own for a refused role: an invalid request it is
             raise InvalidRequestError(f"permission denied: {doing} needs the permission {perm}")
 

@@ -37,7 +37,7 @@ from common.models import ApiToken
 
 from . import CARD_PATH, PREFIX, ASGIApp
 from .actions import Caller
-from .cards import agent_card, default_agent, served_agent, served_agents
+from .cards import agent_card, default_agent, sees, served_agent, served_agents
 from .handler import RunsRequestHandler
 
 REQUEST_ID_CHARS = 64
@@ -59,7 +59,8 @@ async def _card(request: Request) -> Response:
 
 async def _directory(request: Request) -> Response:
     base = _base_url(request)
-    agents = await sync_to_async(served_agents)()
+    caller = request.scope["awaken"].get("caller")  # none: the public directory
+    agents = await sync_to_async(served_agents)(caller.user if caller else None)
     return JSONResponse(
         {
             "agents": [
@@ -149,8 +150,11 @@ class Gate:
                 f"too many requests for this token: retry in {wait:.0f} s",
                 {"Retry-After": str(max(1, round(wait)))},
             )
+        if agent is not None and not await sync_to_async(sees)(token.user, agent):
+            # another team's agent: as if not served (its existence is not confirmed)
+            return _error(404, f"no agent {agent.slug!r} is served over A2A")
         request_id = request.headers.get("x-request-id", "")[:REQUEST_ID_CHARS]
-        scope["awaken"]["caller"] = Caller(token.user, token.name, request_id)
+        scope["awaken"]["caller"] = Caller(token.user, token.name, request_id, agent)
         return None
 
 

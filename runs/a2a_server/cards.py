@@ -28,6 +28,7 @@ from django.conf import settings
 from agents.models import Agent
 from agents.selectors import agent_version_by_id, agents_with_latest_version
 from agents.tools import UnknownToolError, get_tool
+from common.access import scope
 
 PROTOCOL_VERSION = "1.0"
 JSONRPC_BINDING = "JSONRPC"
@@ -52,9 +53,18 @@ def served_agent(slug: str) -> Agent | None:
     return agent
 
 
-def served_agents() -> list[Agent]:
+def served_agents(user: Any = None) -> list[Agent]:
+    """The agents served over A2A; with `user`, those of the teams they may see."""
     agents = agents_with_latest_version().order_by("slug")
+    if user is not None:
+        agents = scope(agents, user, "team_id")
     return [a for a in agents if a.latest_version_id is not None and _serves(a.slug)]  # type: ignore[attr-defined]
+
+
+def sees(user: Any, agent: Agent) -> bool:
+    """`user` may see `agent`'s team (and, read here on a thread of its own, the user's
+    roles are cached for the request's later checks)."""
+    return bool(user.has_perm("runs.view_run", agent))
 
 
 def default_agent() -> Agent | None:

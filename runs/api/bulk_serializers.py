@@ -44,6 +44,13 @@ class BulkDecisionRequestSerializer(serializers.Serializer):
     dry_run = serializers.BooleanField(
         required=False, default=False, help_text="Only list the tickets that would be decided."
     )
+    confirm = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="Required when the decision acts on more tickets than the lowest "
+        "bulk_confirm_above of their teams; without it the answer is 400 "
+        "confirmation_required (details: count, threshold) and nothing changes.",
+    )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if ("filter" in attrs) == ("ticket_ids" in attrs):

@@ -42,7 +42,7 @@ from rest_framework.response import Response
 
 from common.api.base import ApiView, get_or_not_found, validated
 from common.api.errors import error_responses
-from common.errors import InvalidInput
+from common.errors import InvalidInput, NotFound
 from runs import fanout
 from runs import permissions as perms
 from runs.models import Run, RunEvent
@@ -332,7 +332,12 @@ class RunEventStreamView(SseView):
     )
     def get(self, request: Request, run_id: str) -> StreamingHttpResponse:
         query = validated(StreamQuerySerializer, request.query_params)
-        pk = get_or_not_found(Run.objects.only("pk"), "run", run_id).pk
+        run = get_or_not_found(
+            Run.objects.select_related("agent").only("pk", "agent__team_id"), "run", run_id
+        )
+        if not request.user.has_perm("runs.view_run", run):  # another team's: not found
+            raise NotFound(f"run {run_id} not found")
+        pk = run.pk
         after = query.get("after_seq") or 0
         last_event_id = request.headers.get("Last-Event-ID", "").strip()
         if last_event_id:

@@ -20,7 +20,7 @@ from agents.api.views import AgentDetailView, AgentListView
 from common.api.errors import error_body
 
 from .stream import RunEventStreamView
-from .views import audit, bulk, exports, inputs, runs, saved_views, threads, tickets
+from .views import audit, bulk, exports, inputs, runs, saved_views, teams, threads, tickets
 from .views.claims import TicketAssignView, TicketClaimView
 from .views.compare import RunCompareView
 from .views.forks import RunForksView, RunForkView
@@ -134,6 +134,16 @@ urlpatterns = [
     path("replays", ReplayListView.as_view(), name="api-replays"),
     path("replays/<str:set_id>", ReplayDetailView.as_view(), name="api-replay"),
     path("replays/<str:set_id>/cancel", ReplayCancelView.as_view(), name="api-replay-cancel"),
+    path("teams", teams.TeamListView.as_view(), name="api-teams"),
+    path("teams/<slug:slug>", teams.TeamDetailView.as_view(), name="api-team"),
+    path("teams/<slug:slug>/freeze", teams.TeamFreezeView.as_view(), name="api-team-freeze"),
+    path("teams/<slug:slug>/unfreeze", teams.TeamUnfreezeView.as_view(), name="api-team-unfreeze"),
+    path("teams/<slug:slug>/members", teams.TeamMemberListView.as_view(), name="api-team-members"),
+    path(
+        "teams/<slug:slug>/members/<str:username>",
+        teams.TeamMemberView.as_view(),
+        name="api-team-member",
+    ),
     path("schema/", read_only(SpectacularAPIView.as_view()), name="api-schema"),
     path(
         "docs/",

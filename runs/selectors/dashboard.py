@@ -9,7 +9,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Q, QuerySet, Sum
 from django.db.models.fields.json import KT
 from django.utils import timezone
 from django.utils.http import urlencode
@@ -35,22 +35,29 @@ class Dashboard:
     wait_height: int = 0  # the wait-times bars' drawing height (SVG units)
 
 
-def dashboard(now: dt.datetime | None = None) -> Dashboard:
+def _of(rows: QuerySet[Any], agent_ids: list[int] | None, path: str = "agent_id") -> Any:
+    """`rows` of the agents `agent_ids` (the user's teams'); None: all."""
+    return rows if agent_ids is None else rows.filter(**{f"{path}__in": agent_ids})
+
+
+def dashboard(now: dt.datetime | None = None, agent_ids: list[int] | None = None) -> Dashboard:
     """Counters (runs.services.stats) and small index scans: the runs not done (partial
-    index `run_open_idx`), the pending tickets, the failures index."""
+    index `run_open_idx`), the pending tickets, the failures index. `agent_ids`: only
+    these agents' (a user's teams'); None: every team."""
     now = now or timezone.now()
     by_status = {status: 0 for status in Run.Status.values}
     by_reason: dict[str, int] = {}
-    open_runs = open_run_counts()
+    open_runs = open_run_counts(agent_ids)
     for status, status_reason, _, count in open_runs:
         by_status[status] += count
         if status == Run.Status.WAITING:
             reason = waiting_reason_from_status_reason(status_reason or None).value
             by_reason[reason] = by_reason.get(reason, 0) + count
-    finished = HourlyStat.objects.filter(hour=stats.ALL_TIME).exclude(metric="run:open")
+    finished = _of(HourlyStat.objects.filter(hour=stats.ALL_TIME), agent_ids)
+    finished = finished.exclude(metric="run:open")
     by_status[Run.Status.DONE] = finished.aggregate(n=Sum("count"))["n"] or 0
     failures: list[Run] = list(
-        Run.objects.filter(status=Run.Status.DONE)
+        _of(Run.objects.filter(status=Run.Status.DONE), agent_ids)
         .filter(Q(status_reason__in=["error", "timeout"]) | Q(status_reason__startswith="stopped:"))
         .select_related("agent")
         .only("pk", "agent__slug", "status_reason", "finished_at")
@@ -60,14 +67,14 @@ def dashboard(now: dt.datetime | None = None) -> Dashboard:
     for run in failures:  # cached and pushed to every dashboard: keep what is shown
         message = getattr(run, "error_message", None) or ""
         run.error_message = message[:ERROR_CHARS]  # type: ignore[attr-defined]
-    waits, pending = _wait_buckets(now)
-    hourly, hourly_peak = _hourly(now)
+    waits, pending = _wait_buckets(now, agent_ids)
+    hourly, hourly_peak = _hourly(now, agent_ids)
     wait_peak = max(waits_peak(waits), 1)
     return Dashboard(
         by_status=by_status,
         by_waiting_reason=by_reason,
         pending_tickets=pending,
-        oldest_ticket=Ticket.objects.for_operators()
+        oldest_ticket=_of(Ticket.objects.for_operators(), agent_ids)
         .select_related("run__agent")
         .order_by("created_at")
         .first(),
@@ -103,9 +110,12 @@ def waits_peak(buckets: list[dict[str, Any]]) -> int:
     return max((bucket["count"] for bucket in buckets), default=0)
 
 
-def dashboard_cached() -> Dashboard:
+def dashboard_cached(agent_ids: list[int] | None = None) -> Dashboard:
     """The figures, computed once per AWAKEN_DASHBOARD_CACHE_SECONDS in this process, for
-    the page and for the figures pushed to open dashboards."""
+    the page and for the figures pushed to open dashboards. A user of some teams only
+    (`agent_ids`: their agents) gets their teams' figures, computed for them."""
+    if agent_ids is not None:
+        return dashboard(agent_ids=agent_ids)
     seconds = settings.AWAKEN_DASHBOARD_CACHE_SECONDS
     if not seconds:
         return dashboard()
@@ -113,12 +123,13 @@ def dashboard_cached() -> Dashboard:
     return figures if figures is not None else dashboard()
 
 
-def open_run_counts() -> list[tuple[str, str, int, int]]:
+def open_run_counts(agent_ids: list[int] | None = None) -> list[tuple[str, str, int, int]]:
     """(status, status_reason, agent_version_id, count) of the runs not done: an
     index-only scan of the partial index `run_open_idx` (COUNT(*): counting ids would
-    read the table)."""
+    read the table); `agent_ids`: of these agents only."""
     return list(
-        Run.objects.exclude(status=Run.Status.DONE)
+        _of(Run.objects.all(), agent_ids)
+        .exclude(status=Run.Status.DONE)
         .values_list("status", "status_reason", "agent_version_id")
         .annotate(n=Count("*"))
         .order_by()
@@ -209,7 +220,7 @@ def dependency_health(
     return list(rows.values())
 
 
-def _hourly(now: dt.datetime) -> tuple[list[dict[str, Any]], int]:
+def _hourly(now: dt.datetime, agent_ids: list[int] | None) -> tuple[list[dict[str, Any]], int]:
     """The runs created in each of the last 24 hours by outcome, as stacked bars (SVG
     units: 10 wide per hour, CHART_HEIGHT for the busiest hour), and that busiest hour's
     count (at least 1: the y axis' top)."""
@@ -217,7 +228,7 @@ def _hourly(now: dt.datetime) -> tuple[list[dict[str, Any]], int]:
     hours = [start + dt.timedelta(hours=i) for i in range(24)]
     counts = {hour: dict.fromkeys(stats.OUTCOMES, 0) for hour in hours}
     rows = (
-        HourlyStat.objects.filter(hour__gte=start, metric__startswith="run:")
+        _of(HourlyStat.objects.filter(hour__gte=start, metric__startswith="run:"), agent_ids)
         .values_list("hour", "metric")
         .annotate(n=Sum("count"))
         .order_by()
@@ -257,13 +268,16 @@ def _hourly(now: dt.datetime) -> tuple[list[dict[str, Any]], int]:
     return result, peak
 
 
-def _wait_buckets(now: dt.datetime) -> tuple[list[dict[str, Any]], int]:
+def _wait_buckets(
+    now: dt.datetime, agent_ids: list[int] | None
+) -> tuple[list[dict[str, Any]], int]:
     """How long the tickets closed in the last 7 days waited (counters) plus how long the
     pending ones wait so far (one pass over the pending tickets); and the number of
     pending tickets an operator decides (not the waits on a child run)."""
     counts = [0] * len(stats.WAIT_BUCKETS)
+    recent = HourlyStat.objects.filter(hour__gte=now - dt.timedelta(days=7))
     closed = (
-        HourlyStat.objects.filter(hour__gte=now - dt.timedelta(days=7), metric__startswith="wait:")
+        _of(recent.filter(metric__startswith="wait:"), agent_ids)
         .values_list("metric")
         .annotate(n=Sum("count"))
         .order_by()
@@ -282,7 +296,7 @@ def _wait_buckets(now: dt.datetime) -> tuple[list[dict[str, Any]], int]:
             window &= Q(created_at__lte=now - dt.timedelta(seconds=younger))
         ages[f"b{index}"] = Count("pk", filter=window)
         younger = limit
-    pending = Ticket.objects.filter(status=Ticket.Status.PENDING).aggregate(
+    pending = _of(Ticket.objects.filter(status=Ticket.Status.PENDING), agent_ids).aggregate(
         **ages, operators=Count("pk", filter=~Q(ticket_id__startswith=DELEGATE_TICKET_PREFIX))
     )
     for index in range(len(counts)):

@@ -47,6 +47,8 @@ class RunFilters:
     waiting_tool: str = ""  # waiting on a pending ticket of this tool ...
     waiting_longer_than: int | None = None  # ... created more than this many minutes ago
     sort: str = ""  # "" newest first, LONGEST_WAITING (with a waiting filter)
+    # the requesting user's teams' agents (runs.permissions.visible_agent_ids); None: all
+    agent_ids: list[int] | None = None
 
     @property
     def waiting_filter(self) -> bool:
@@ -110,6 +112,8 @@ def run_list(*, filters: RunFilters, cursor: str | None = None, size: int = PAGE
 def filter_runs(runs: QuerySet[Run], filters: RunFilters) -> QuerySet[Run]:
     """`runs` narrowed by `filters`, unordered: the runs list's page and its CSV export
     (runs.services.exports) select the same runs."""
+    if filters.agent_ids is not None:  # the user's teams: a short list of agent ids
+        runs = runs.filter(agent_id__in=filters.agent_ids)
     if filters.status:
         runs = runs.filter(status=filters.status)
     if filters.waiting_reason:

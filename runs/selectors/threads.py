@@ -19,8 +19,13 @@ from runs.selectors.base import (
 )
 
 
-def thread_list(*, cursor: str | None = None, q: str = "") -> Page:
+def thread_list(
+    *, cursor: str | None = None, q: str = "", teams: frozenset[int] | None = None
+) -> Page:
+    """Threads newest first; `teams`: only these teams' (None: every team)."""
     threads = Thread.objects.select_related("open_run", "latest_run__agent")
+    if teams is not None:
+        threads = threads.filter(team_id__in=teams)
     if q:
         ident = uuid_or_none(q)
         threads = threads.filter(pk=ident) if ident else threads.filter(Q(title__icontains=q))
@@ -38,8 +43,12 @@ def thread_detail(thread_id: Any) -> tuple[Thread, Rows, Rows] | None:
     return thread, messages, runs
 
 
-def agents_for_composer() -> list[Agent]:
-    return list(Agent.objects.order_by("slug"))
+def agents_for_composer(teams: frozenset[int] | None = None) -> list[Agent]:
+    """The agents a run may be started on (`teams`: of these teams only; None: all)."""
+    agents = Agent.objects.order_by("slug")
+    if teams is not None:
+        agents = agents.filter(team_id__in=teams)
+    return list(agents)
 
 
 def thread_transcript(

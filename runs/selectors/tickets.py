@@ -15,10 +15,17 @@ from runs.selectors.base import PAGE_SIZE, Page, agent_id_for_slug, keyset_page
 
 
 def _tickets_for(
-    tickets: QuerySet[Ticket], agent: str, tool: str, waiting_longer_than: int | None = None
+    tickets: QuerySet[Ticket],
+    agent: str,
+    tool: str,
+    waiting_longer_than: int | None = None,
+    agent_ids: list[int] | None = None,
 ) -> QuerySet[Ticket]:
     """The agent, tool and age filters of the inbox and the tickets API (age: created more
-    than `waiting_longer_than` minutes ago, a bound on the indexes' created_at)."""
+    than `waiting_longer_than` minutes ago, a bound on the indexes' created_at), and the
+    user's teams (`agent_ids`: their agents; None: every team)."""
+    if agent_ids is not None:
+        tickets = tickets.filter(agent_id__in=agent_ids)
     if waiting_longer_than is not None:
         cutoff = timezone.now() - dt.timedelta(minutes=waiting_longer_than)
         tickets = tickets.filter(created_at__lt=cutoff)
@@ -55,12 +62,15 @@ def inbox_tickets(
     newest_first: bool = False,
     who: str = "all",
     user: Any = None,
+    agent_ids: list[int] | None = None,
 ) -> Page:
     """Pending tickets, oldest first (or newest first), over the (partial) inbox indexes."""
     pending = Ticket.objects.for_operators().select_related(
         "run__agent", "tool_call", "claimed_by", "assigned_to"
     )
-    tickets = _tickets_of(_tickets_for(pending, agent, tool, waiting_longer_than), who, user)
+    tickets = _tickets_of(
+        _tickets_for(pending, agent, tool, waiting_longer_than, agent_ids), who, user
+    )
     return keyset_page(tickets, cursor, size, oldest_first=not newest_first)
 
 
@@ -74,6 +84,7 @@ def ticket_list(
     waiting_longer_than: int | None = None,
     who: str = "all",
     user: Any = None,
+    agent_ids: list[int] | None = None,
 ) -> Page:
     """The API's tickets: pending ones as the inbox lists them, closed ones newest first."""
     if status == Ticket.Status.PENDING:
@@ -85,6 +96,7 @@ def ticket_list(
             waiting_longer_than=waiting_longer_than,
             who=who,
             user=user,
+            agent_ids=agent_ids,
         )
     # a replay's tickets (decided by its set's policy as they open) are nobody's
     closed = (
@@ -92,7 +104,9 @@ def ticket_list(
         .exclude(run__run_mode="replay")
         .select_related("run__agent", "tool_call", "decision", "claimed_by", "assigned_to")
     )
-    tickets = _tickets_of(_tickets_for(closed, agent, tool, waiting_longer_than), who, user)
+    tickets = _tickets_of(
+        _tickets_for(closed, agent, tool, waiting_longer_than, agent_ids), who, user
+    )
     return keyset_page(tickets, cursor, size)
 
 
@@ -103,16 +117,23 @@ def inbox_count(
     waiting_longer_than: int | None = None,
     who: str = "all",
     user: Any = None,
+    agent_ids: list[int] | None = None,
 ) -> int:
-    tickets = _tickets_for(Ticket.objects.for_operators(), agent, tool, waiting_longer_than)
+    tickets = _tickets_for(
+        Ticket.objects.for_operators(), agent, tool, waiting_longer_than, agent_ids
+    )
     return _tickets_of(tickets, who, user).count()
 
 
-def inbox_filter_options() -> tuple[list[str], list[str]]:
-    """The agents and the tools their configuration offers (not a scan of the tickets)."""
+def inbox_filter_options(agent_ids: list[int] | None = None) -> tuple[list[str], list[str]]:
+    """The agents (of the user's teams: `agent_ids`, None for all) and the tools their
+    configuration offers (not a scan of the tickets)."""
     agents: list[str] = []
     tools: set[str] = set()
-    for slug, agent_tools in Agent.objects.order_by("slug").values_list("slug", "tools"):
+    rows = Agent.objects.order_by("slug")
+    if agent_ids is not None:
+        rows = rows.filter(pk__in=agent_ids)
+    for slug, agent_tools in rows.values_list("slug", "tools"):
         agents.append(slug)
         tools.update(str(name) for name in agent_tools or [])
     return agents, sorted(tools)

@@ -34,10 +34,18 @@ def _empty() -> dict[str, Any]:
     return {"metrics": defaultdict(int), "days": defaultdict(int)}
 
 
-def usage(start: dt.datetime, end: dt.datetime, agent: str | None = None) -> dict[str, Any]:
+def usage(
+    start: dt.datetime,
+    end: dt.datetime,
+    agent: str | None = None,
+    agent_ids: list[int] | None = None,
+) -> dict[str, Any]:
     """The figures of the runs and tool calls that finished in [start, end) (whole UTC
-    hours), of one agent (its slug) or all."""
+    hours), of one agent (its slug) or all (`agent_ids`: of these agents only, a user's
+    teams'; None: every team)."""
     rows = HourlyUsage.objects.filter(hour__gte=start, hour__lt=end)
+    if agent_ids is not None:
+        rows = rows.filter(agent_id__in=agent_ids)
     if agent:
         rows = rows.filter(agent__slug=agent)
     groups: dict[tuple[str, str], dict[str, Any]] = defaultdict(_empty)
@@ -169,11 +177,13 @@ def _ticks(top: float, scale: float, unit: str) -> list[dict[str, Any]]:
     ]
 
 
-def glance(window: str, now: dt.datetime | None = None) -> dict[str, Any]:
+def glance(
+    window: str, now: dt.datetime | None = None, agent_ids: list[int] | None = None
+) -> dict[str, Any]:
     """The figures of a named window and the geometry of their two charts: cost per day
     stacked by agent, p50 and p95 duration per agent."""
     start, end = window_bounds(window, now)
-    figures = usage(start, end)
+    figures = usage(start, end, agent_ids=agent_ids)
     agents = figures["by_agent"]
     days = [entry["day"] for entry in agents[0]["cost_per_day"]] if agents else _days(start, end)
     slot = CHART_WIDTH / max(len(days), 1)

@@ -20,9 +20,12 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from common.access import scope
 from common.audit import SYSTEM, Actor, audit_record
 from common.errors import DecisionConflict, InvalidInput, ServiceError
+from common.teams import ensure_confirmed, ensure_reason, ensure_writable
 from runs.models import Ticket
+from runs.permissions import DECIDE, VIEW
 from runs.runtime.permissions import PatternError, ToolPattern, primary_argument
 from runs.selectors.base import agent_id_for_slug
 from runs.selectors.waiting import MAX_MINUTES
@@ -129,14 +132,21 @@ def _exact_tool(pattern: ToolPattern | None) -> str:
 
 
 def tickets_matching(
-    policy: TicketPolicy, limit: int = MAX_BULK, *, now: dt.datetime | None = None
+    policy: TicketPolicy,
+    limit: int = MAX_BULK,
+    *,
+    now: dt.datetime | None = None,
+    user: Any = None,
 ) -> list[Ticket]:
-    """The pending operator tickets the policy matches, oldest first, at most `limit`.
-    Agent, tool and age filter in SQL; the argument pattern is checked here, on the
-    candidates in turn, as a permission rule checks a call (a list argument matches when
-    every element does, as for an allow rule)."""
+    """The pending operator tickets the policy matches, oldest first, at most `limit`;
+    with `user`, only those of the teams where they may decide. Agent, tool and age
+    filter in SQL; the argument pattern is checked here, on the candidates in turn, as a
+    permission rule checks a call (a list argument matches when every element does, as
+    for an allow rule)."""
     pattern = policy.check()
     tickets = _candidates(policy, pattern, now or timezone.now())
+    if user is not None:
+        tickets = scope(tickets, user, "run__agent__team_id", DECIDE)
     if pattern is None:
         return list(tickets[:limit])
     primaries: dict[str, str | None] = {}
@@ -263,6 +273,20 @@ def _unique_ids(ticket_ids: Iterable[Any]) -> list[uuid.UUID | str]:
     return ids
 
 
+def bulk_guard(tickets: Iterable[Ticket], action: str, comment: str, confirmed: bool) -> None:
+    """The teams' guards on a bulk decision, before anything changes: none of the teams
+    is frozen (Frozen), a reject has a reason where a team requires one (InvalidInput),
+    and more tickets than the lowest threshold of the teams were confirmed
+    (ConfirmationRequired). `tickets` need `run__agent` loaded."""
+    items = list(tickets)
+    team_ids = sorted({t.run.agent.team_id for t in items if t.run.agent.team_id is not None})
+    for team_id in team_ids:
+        ensure_writable(team_id)
+        if action == "reject":
+            ensure_reason(team_id, comment, "reject a ticket")
+    ensure_confirmed(team_ids, len(items), confirmed)
+
+
 def bulk_decide(
     ticket_ids: Iterable[Any],
     action: str,
@@ -270,6 +294,7 @@ def bulk_decide(
     actor: Actor = SYSTEM,
     *,
     policy: TicketPolicy | None = None,
+    confirm: bool = False,
 ) -> BulkOutcome:
     """Decide each named ticket (in the order given) with `action`, each in its own
     transaction through `decision_submit`: it is decided, or reported as a conflict
@@ -284,16 +309,23 @@ def bulk_decide(
     if len(ids) > MAX_BULK:
         raise InvalidInput(f"decide at most {MAX_BULK} tickets at once")
     uuids = [ident for ident in ids if isinstance(ident, uuid.UUID)]
-    found = {
+    user = actor.user_or_none
+    found = {  # another team's tickets are as unknown ones
         ticket.pk: ticket
         for ticket in Ticket.objects.filter(pk__in=uuids).select_related(
             "run__agent", "tool_call", "decision"
         )
+        if user is None or user.has_perm(VIEW, ticket.run)
     }
+    bulk_guard(found.values(), action, comment, confirm)
     outcome = BulkOutcome(action)
     for ident in ids:
         ticket = found.get(ident) if isinstance(ident, uuid.UUID) else None
-        outcome.items.append(_decide_one(ident, ticket, action, comment, actor))
+        if ticket is not None and user is not None and not user.has_perm(DECIDE, ticket.run):
+            item = BulkItem(str(ident), ERROR, ticket, message="your role in its team may not")
+        else:
+            item = _decide_one(ident, ticket, action, comment, actor)
+        outcome.items.append(item)
     _audit(outcome, policy, comment, actor)
     return outcome
 

@@ -25,7 +25,8 @@ from django.utils import timezone
 
 from common.audit import Actor, audit_record
 from common.errors import IllegalTransition, InvalidInput
-from runs.models import Ticket
+from common.teams import ensure_writable
+from runs.models import Run, Ticket
 from runs.permissions import DECIDE
 from runs.realtime import broadcast_run_changed
 from runs.services.events import run_summary
@@ -178,12 +179,19 @@ def _claim_json(ticket: Ticket) -> dict[str, Any]:
     }
 
 
+def _writable(ticket: Ticket) -> None:
+    """Claims change nothing of a frozen team's tickets (common.teams.ensure_writable)."""
+    team_id = Run.objects.filter(pk=ticket.run_id).values_list("agent__team_id", flat=True)
+    ensure_writable(team_id.first())
+
+
 def ticket_claim(ticket: Ticket, actor: Actor, minutes: int = CLAIM_MINUTES) -> Ticket:
     """Put the actor on a pending ticket for `minutes`: one guarded update that wins when
     nobody holds the ticket, its claim has lapsed, or the actor holds it (a renewal).
     Otherwise IllegalTransition naming the claimant and the time left. Returns the ticket
     as it is now."""
     user = _person(actor, "claim")
+    _writable(ticket)
     if not 1 <= minutes <= MAX_CLAIM_MINUTES:
         raise InvalidInput(f"minutes must be 1 to {MAX_CLAIM_MINUTES}, got {minutes}")
     if ticket.child_run_id:
@@ -235,6 +243,7 @@ def ticket_release(ticket: Ticket, actor: Actor, *, force: bool = False) -> Tick
     user = actor.user_or_none
     if user is None and not force:
         raise InvalidInput("only a signed-in user can release a ticket")
+    _writable(ticket)
     with transaction.atomic():
         before = _claim_row(ticket)
         if before is None:
@@ -265,6 +274,7 @@ def ticket_release(ticket: Ticket, actor: Actor, *, force: bool = False) -> Tick
 def ticket_assign(ticket: Ticket, assignee: Any, actor: Actor) -> Ticket:
     """Assign a pending ticket to `assignee` (an active user who may decide tickets), or
     to nobody with None. Returns the ticket as it is now."""
+    _writable(ticket)
     if assignee is not None and not (assignee.is_active and assignee.has_perm(DECIDE)):
         name = assignee.get_username()
         raise InvalidInput(

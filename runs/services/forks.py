@@ -15,6 +15,7 @@ from agents.services.agents import agent_draft_snapshot
 from common.audit import Actor, audit_record
 from common.errors import InvalidInput
 from common.jsonsafe import unstorable_in
+from common.teams import ensure_writable
 from runs.message_rows import message_from_row
 from runs.models import Message, Run
 from runs.runtime import types as rt
@@ -109,6 +110,7 @@ def run_fork(
     run_mode "fork"; its input range is the whole copy. The original run, its thread
     and its messages are not changed. Bad input is InvalidInput and creates nothing."""
     run = Run.objects.select_related("agent", "agent_version", "thread").get(pk=run.pk)
+    ensure_writable(run.agent.team_id)
     step = _check_step(run, step)
     if version not in FORK_VERSIONS:
         _pinned_version(run, version)  # raises, before reading anything else

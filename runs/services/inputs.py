@@ -26,6 +26,7 @@ from django.utils import timezone
 from agents.models import Agent
 from common.audit import SYSTEM, Actor, audit_record
 from common.errors import IllegalTransition, InvalidInput, NotFound
+from common.teams import ensure_reason, ensure_writable
 from runs.models import DEFAULT_PRIORITY, PendingInput, Run, Thread
 from runs.runtime import types as rt
 from runs.services.creation import (
@@ -34,7 +35,7 @@ from runs.services.creation import (
     run_create,
 )
 from runs.services.delivery import delivery_events, messages_json, thread_start_next
-from runs.services.runs import run_cancel, run_continue
+from runs.services.runs import run_cancel_unchecked, run_continue
 
 Mode = PendingInput.Mode
 MODES = tuple(Mode.values)
@@ -90,12 +91,15 @@ def _submit(
 ) -> InputOutcome:
     if run is not None:
         thread = run.thread
+    if agent is not None:
+        ensure_writable(agent.team_id)
     if thread is None:
         if agent is None:
             raise InvalidInput("agent_id is required to start a thread")
         thread = new_thread_for(new_messages)
         return _start(thread, agent, new_messages, mode, priority, actor, key, new_thread=True)
     thread, open_run = _lock_thread(thread.pk)
+    ensure_writable(thread.team_id)
     addressed_elsewhere = run is not None and (open_run is None or open_run.pk != run.pk)
     if addressed_elsewhere and mode == Mode.RESUME_OPEN_RUN:
         assert run is not None
@@ -125,7 +129,10 @@ def _submit(
     if steers is not None:
         Run.objects.filter(pk=steers.pk).update(pending_inputs=F("pending_inputs") + 1)
     elif mode == Mode.INTERRUPT_THEN_QUEUE:
-        outcome.interrupted = run_cancel(run=open_run, actor=actor)
+        # the new message is the reason: a team that requires one accepts it
+        outcome.interrupted = run_cancel_unchecked(
+            run=open_run, actor=actor, reason="interrupted by new input"
+        )
         input_.refresh_from_db()  # the cancel may have delivered it already
         if input_.status == PendingInput.Status.DELIVERED:
             outcome.run, outcome.created = input_.delivered_run, True
@@ -282,6 +289,9 @@ def _pending(input_id: Any) -> PendingInput:
     input_ = PendingInput.objects.select_for_update().filter(pk=input_id).first()
     if input_ is None:
         raise NotFound(f"input {input_id} not found")
+    ensure_writable(
+        Thread.objects.filter(pk=input_.thread_id).values_list("team_id", flat=True).first()
+    )
     if input_.status != PendingInput.Status.PENDING:
         raise IllegalTransition(
             f"input {input_.pk} is {input_.status} already; only pending input can change",
@@ -343,9 +353,14 @@ def _close(input_: PendingInput, status: str) -> None:
 
 
 @transaction.atomic
-def thread_interrupt(*, thread: Thread, actor: Actor = SYSTEM) -> dict[str, Any]:
-    """Cancel the thread's open run and every input still waiting, in one action."""
+def thread_interrupt(*, thread: Thread, actor: Actor = SYSTEM, reason: str = "") -> dict[str, Any]:
+    """Cancel the thread's open run and every input still waiting, in one action. Refused
+    while the thread's team is frozen, and without `reason` when it cancels a run of a
+    team that requires one."""
     thread, open_run = _lock_thread(thread.pk)
+    ensure_writable(thread.team_id)
+    if open_run is not None:
+        ensure_reason(thread.team_id, reason, "cancel a run")
     cancelled = []
     for input_ in PendingInput.objects.select_for_update().filter(
         thread=thread, status=PendingInput.Status.PENDING
@@ -353,7 +368,7 @@ def thread_interrupt(*, thread: Thread, actor: Actor = SYSTEM) -> dict[str, Any]
         _close(input_, PendingInput.Status.CANCELLED)
         cancelled.append(str(input_.pk))
     if open_run is not None:
-        open_run = run_cancel(run=open_run, actor=actor)
+        open_run = run_cancel_unchecked(run=open_run, actor=actor, reason=reason)
     audit_record(
         actor=actor,
         action="thread.interrupt",

@@ -25,9 +25,10 @@ from agents.selectors import agent_version_by_number, agent_version_latest
 from agents.services.agents import agent_draft_snapshot
 from common.audit import Actor, audit_record
 from common.errors import IllegalTransition, InvalidInput
+from common.teams import ensure_writable
 from runs.models import ReplayItem, ReplaySet, Run
 from runs.services.replay_flow import REPLAY_MODE, replays_start_next
-from runs.services.runs import run_cancel
+from runs.services.runs import run_cancel_unchecked
 
 MAX_LIMIT = 200
 MAX_CONCURRENCY = 8
@@ -186,6 +187,7 @@ def _version(request: ReplayRequest) -> AgentVersion:
 def replay_create(*, request: ReplayRequest, actor: Actor) -> ReplaySet:
     """A replay set of the runs `request` picks (the newest `limit`, replayed oldest
     first), its first replays started within the limits. InvalidInput when none match."""
+    ensure_writable(request.agent.team_id)
     version = _version(request)
     originals = list(replay_candidates(request).values_list("pk", flat=True)[: request.limit])
     if not originals:
@@ -229,7 +231,8 @@ def replay_cancel(*, replay_set: ReplaySet, actor: Actor) -> ReplaySet:
     set's lock), then its running replays are cancelled one by one (each in its own, so
     no set lock is held while a run's row is: a replay's end locks them the other way)."""
     with transaction.atomic():
-        locked = ReplaySet.objects.select_for_update().get(pk=replay_set.pk)
+        locked = ReplaySet.objects.select_for_update().select_related("agent").get(pk=replay_set.pk)
+        ensure_writable(locked.agent.team_id)
         if locked.status != ReplaySet.Status.RUNNING:
             raise IllegalTransition(
                 f"replay set {locked.pk} is {locked.status}", {"status": locked.status}
@@ -254,6 +257,6 @@ def replay_cancel(*, replay_set: ReplaySet, actor: Actor) -> ReplaySet:
     ).exclude(status=Run.Status.DONE)
     for run in running:
         with contextlib.suppress(IllegalTransition):  # it finished meanwhile
-            run_cancel(run=run, actor=actor)
+            run_cancel_unchecked(run=run, actor=actor)
     replay_set.refresh_from_db()
     return replay_set

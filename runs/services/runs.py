@@ -13,6 +13,7 @@ from agents.models import Agent
 from agents.pricing import price_snapshot
 from common.audit import SYSTEM, Actor, audit_record
 from common.errors import IllegalTransition, InvalidInput
+from common.teams import by_operator, ensure_reason, ensure_writable
 from runs.models import DEFAULT_PRIORITY, Run, Thread, Ticket, ToolCall
 from runs.runtime import types as rt
 from runs.runtime.loop import end_without_activation
@@ -100,6 +101,9 @@ def _submit(
         existing = run_for_idempotency_key(actor=actor, key=idempotency_key)
         if existing is not None:
             return existing, False
+    ensure_writable(agent.team_id)
+    if thread is not None:
+        ensure_writable(thread.team_id)
     new_messages = normalize_input_messages(messages)
     new_thread = thread is None
     if thread is None:  # inserted below, once its run pointers are known
@@ -177,9 +181,20 @@ def run_continue(
 
 
 @transaction.atomic
-def run_cancel(*, run: Run, actor: Actor = SYSTEM) -> Run:
+def run_cancel(*, run: Run, actor: Actor = SYSTEM, reason: str = "") -> Run:
     """Cancel means done: a run nobody executes ends `cancelled` now; a running
-    one is asked to stop cooperatively. Open tickets close, child runs are cancelled."""
+    one is asked to stop cooperatively. Open tickets close, child runs are cancelled.
+    An operator's cancel is refused while the run's team is frozen, and without a
+    `reason` when the team requires one (child runs follow their parent unchecked)."""
+    if by_operator(actor):
+        team_id = Run.objects.filter(pk=run.pk).values_list("agent__team_id", flat=True).first()
+        ensure_writable(team_id)
+        ensure_reason(team_id, reason, "cancel a run")
+    return run_cancel_unchecked(run=run, actor=actor, reason=reason)
+
+
+def run_cancel_unchecked(*, run: Run, actor: Actor = SYSTEM, reason: str = "") -> Run:
+    """`run_cancel` without the team's guards (its caller checked them, or cascades)."""
     run = Run.objects.select_for_update().get(pk=run.pk)
     if run.status == Run.Status.DONE:
         raise IllegalTransition(
@@ -187,7 +202,7 @@ def run_cancel(*, run: Run, actor: Actor = SYSTEM) -> Run:
             {"status": run.status, "status_reason": run.status_reason},
         )
     for child in Run.objects.filter(parent_run=run).exclude(status=Run.Status.DONE):
-        run_cancel(run=child, actor=actor)
+        run_cancel_unchecked(run=child, actor=actor)
     audit_record(
         actor=actor,
         action="run.cancel",
@@ -195,6 +210,7 @@ def run_cancel(*, run: Run, actor: Actor = SYSTEM) -> Run:
         target_id=run.pk,
         run=run,
         before={"status": run.status, "status_reason": run.status_reason},
+        comment=(reason or "").strip()[:2000],
     )
     now = timezone.now()
     # a worker holds it (its lease, by the database's clock, is live): it stops the run
@@ -254,6 +270,7 @@ def run_retry(*, run: Run, actor: Actor = SYSTEM) -> Run:
     """A failed run starts again from its last checkpoint: a new run on the same thread,
     pinned to the same agent version (a done run is never reopened)."""
     run = Run.objects.select_for_update().get(pk=run.pk)
+    ensure_writable(run.agent.team_id)
     if not run.is_failed:
         raise IllegalTransition(
             "only failed runs (error, timeout or stopped) can be retried; "
@@ -307,6 +324,7 @@ def run_set_priority(*, run: Run, priority: int, actor: Actor = SYSTEM) -> Run:
             f"priority must be between 0 (high) and 255 (low), got {priority}",
             {"priority": [str(priority)]},
         )
+    ensure_writable(run.agent.team_id)
     before = run.priority
     updated = Run.objects.filter(
         pk=run.pk, status=Run.Status.CREATED, lease_expires_at__isnull=True

@@ -33,7 +33,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from common.audit import Actor, audit_record
-from common.errors import IllegalTransition, InvalidInput, ServiceError
+from common.errors import Frozen, IllegalTransition, InvalidInput, ServiceError
+from common.teams import ensure_writable
 from runs.models import Run, Schedule, Thread
 from runs.services.creation import (
     new_thread_for,
@@ -242,6 +243,7 @@ def _start_run(schedule: Schedule, actor: Actor) -> Run:
     """Start the schedule's run (in the caller's transaction) on a new thread or on its one
     thread; ThreadBusy when that thread's previous run is still open."""
     schedule = Schedule.objects.select_for_update().select_related("agent").get(pk=schedule.pk)
+    ensure_writable(schedule.agent.team_id)  # a frozen team's schedule does not fire
     messages = normalize_input_messages(schedule.message)
     options: dict[str, Any] = {
         "priority": schedule.priority,
@@ -274,6 +276,8 @@ def _fire_claimed(schedule: Schedule, due: Due) -> tuple[str, Run | None]:
             run = _start_run(schedule, schedule_actor(schedule))
     except ThreadBusy:
         return BUSY, None
+    except Frozen as exc:  # the slot passes, as a skipped one does
+        return f"skipped: {exc.message}"[:500], None
     except Exception as exc:  # recorded on the schedule: the slot is not retried forever
         logger.warning("schedule %s could not start its run", schedule.pk, exc_info=True)
         message = exc.message if isinstance(exc, ServiceError) else f"{type(exc).__name__}"

@@ -17,6 +17,7 @@ from agents.tools import UnknownToolError, get_tool
 from common.audit import SYSTEM, Actor, audit_record
 from common.errors import DecisionConflict, InvalidInput, NotFound
 from common.jsonsafe import JsonTooDeep, check_depth, find_unstorable
+from common.teams import by_operator, ensure_reason, ensure_writable
 from runs import metrics
 from runs.models import Decision, Run, Ticket, ToolCall
 from runs.runtime import types as rt
@@ -250,6 +251,11 @@ def _check_decision(
             f"ticket {ticket.ticket_id} is answered by child run {ticket.child_run_id} when it "
             "finishes: decide the child's tickets, or cancel the run"
         )
+    if by_operator(actor):  # the worker's own decisions (expiry, supersede) are not guarded
+        team_id = Run.objects.filter(pk=ticket.run_id).values_list("agent__team_id", flat=True)
+        ensure_writable(team_id.first())
+        if action == "reject":
+            ensure_reason(team_id.first(), comment, "reject a ticket")
     if action != "resume":
         _validate(ticket, action, arguments, payload)
 

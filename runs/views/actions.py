@@ -15,7 +15,17 @@ from agents.models import Agent
 from common.audit import Actor, request_actor
 from common.errors import ServiceError
 from runs.models import PendingInput, Run, Thread, Ticket
-from runs.permissions import CANCEL, DECIDE, RETRY, START, forbidden, require
+from runs.permissions import (
+    CANCEL,
+    DECIDE,
+    RETRY,
+    START,
+    VIEW_THREAD,
+    denied,
+    forbidden,
+    require,
+    visible_or_404,
+)
 from runs.services.inputs import InputOutcome, input_submit
 from runs.services.runs import run_cancel, run_retry
 from runs.services.tickets import decision_submit
@@ -41,7 +51,12 @@ def _tickets_panel(
 @require_POST
 @require(DECIDE, "decide tickets")
 def decide(request: HttpRequest, ticket_id: Any) -> HttpResponse:
-    ticket = get_object_or_404(Ticket.objects.select_related("run", "tool_call"), pk=ticket_id)
+    ticket = get_object_or_404(
+        Ticket.objects.select_related("run__agent", "tool_call"), pk=ticket_id
+    )
+    refused = denied(request, DECIDE, ticket.run, "decide tickets in this team")
+    if refused is not None:
+        return refused
     action = request.POST.get("action", "")
     comment = request.POST.get("comment", "").strip()
     arguments = payload = None
@@ -80,7 +95,10 @@ def decide(request: HttpRequest, ticket_id: Any) -> HttpResponse:
 @require_POST
 @require(DECIDE, "decide tickets")
 def edit_preview(request: HttpRequest, ticket_id: Any) -> HttpResponse:
-    ticket = get_object_or_404(Ticket, pk=ticket_id)
+    ticket = get_object_or_404(Ticket.objects.select_related("run__agent"), pk=ticket_id)
+    refused = denied(request, DECIDE, ticket.run, "decide tickets in this team")
+    if refused is not None:
+        return refused
     rows = []
     error = ""
     try:
@@ -97,9 +115,13 @@ def edit_preview(request: HttpRequest, ticket_id: Any) -> HttpResponse:
 @require_POST
 @require(CANCEL, "cancel runs")
 def cancel(request: HttpRequest, run_id: Any) -> HttpResponse:
-    run = get_object_or_404(Run, pk=run_id)
+    run = get_object_or_404(Run.objects.select_related("agent"), pk=run_id)
+    refused = denied(request, CANCEL, run, "cancel runs in this team")
+    if refused is not None:
+        return refused
     try:
-        run = run_cancel(run=run, actor=actor_for(request))
+        reason = request.POST.get("reason", "").strip()[:2000]
+        run = run_cancel(run=run, actor=actor_for(request), reason=reason)
         text = (
             "Cancelled."
             if run.status == Run.Status.DONE
@@ -120,7 +142,10 @@ def cancel(request: HttpRequest, run_id: Any) -> HttpResponse:
 @require_POST
 @require(RETRY, "retry runs")
 def retry(request: HttpRequest, run_id: Any) -> HttpResponse:
-    run = get_object_or_404(Run, pk=run_id)
+    run = get_object_or_404(Run.objects.select_related("agent"), pk=run_id)
+    refused = denied(request, RETRY, run, "retry runs in this team")
+    if refused is not None:
+        return refused
     try:
         new = run_retry(run=run, actor=actor_for(request))
     except ServiceError as exc:
@@ -137,7 +162,11 @@ def send_message(request: HttpRequest, thread_id: Any = None) -> HttpResponse:
     form chose (queue by default; resume_open_run asks to confirm the open tickets it
     rejects)."""
     thread = get_object_or_404(Thread, pk=thread_id) if thread_id else None
+    if thread is not None:
+        visible_or_404(request.user, thread, VIEW_THREAD)
     agent = Agent.objects.filter(slug=request.POST.get("agent", "")).first()
+    if agent is not None and not request.user.has_perm(START, agent):
+        agent = None  # another team's agent: as if unknown
     text = request.POST.get("message", "")
     mode = request.POST.get("mode") or PendingInput.Mode.QUEUE
     if agent is None:
@@ -145,7 +174,9 @@ def send_message(request: HttpRequest, thread_id: Any = None) -> HttpResponse:
     else:
         try:
             priority = parse_priority(request.POST.get("priority"))
-            if mode == PendingInput.Mode.INTERRUPT_THEN_QUEUE and not request.user.has_perm(CANCEL):
+            if mode == PendingInput.Mode.INTERRUPT_THEN_QUEUE and not request.user.has_perm(
+                CANCEL, agent
+            ):
                 return forbidden(request, "cancel runs")
             outcome: InputOutcome | None = None
             with transaction.atomic():

@@ -17,6 +17,7 @@ def audit(request: HttpRequest) -> HttpResponse:
         actor=params.get("actor", ""),
         run=params.get("run", ""),
         cursor=params.get("cursor") or None,
+        user=request.user,  # the user's teams' entries only
     )
     query = params.copy()
     query.pop("cursor", None)

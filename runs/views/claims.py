@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
@@ -15,7 +16,7 @@ from django.views.decorators.http import require_POST
 
 from common.errors import ServiceError
 from runs.models import Ticket
-from runs.permissions import DECIDE, require
+from runs.permissions import DECIDE, require, visible_or_404
 from runs.services.claims import (
     CLAIM_MINUTES,
     assignee_named,
@@ -30,16 +31,21 @@ from runs.views.htmx import is_htmx
 from runs.views.inbox import InboxFilters, inbox_list_context, inbox_url
 
 
-def _ticket(ticket_id: Any) -> Ticket:
-    return get_object_or_404(
-        Ticket.objects.select_related("run", "claimed_by", "assigned_to"), pk=ticket_id
+def _ticket(request: HttpRequest, ticket_id: Any) -> Ticket:
+    """The ticket, if the user's role in its team may decide (another team's: 404)."""
+    ticket = get_object_or_404(
+        Ticket.objects.select_related("run__agent", "claimed_by", "assigned_to"), pk=ticket_id
     )
+    visible_or_404(request.user, ticket.run)
+    if not request.user.has_perm(DECIDE, ticket.run):
+        raise PermissionDenied("your role in this team may not decide tickets")
+    return ticket
 
 
 @require_POST
 @require(DECIDE, "claim tickets")
 def claim(request: HttpRequest, ticket_id: Any) -> HttpResponse:
-    ticket = _ticket(ticket_id)
+    ticket = _ticket(request, ticket_id)
     try:
         ticket_claim(ticket, actor_for(request))
     except ServiceError as exc:
@@ -52,7 +58,7 @@ def claim(request: HttpRequest, ticket_id: Any) -> HttpResponse:
 @require_POST
 @require(DECIDE, "release tickets")
 def release(request: HttpRequest, ticket_id: Any) -> HttpResponse:
-    ticket = _ticket(ticket_id)
+    ticket = _ticket(request, ticket_id)
     try:
         ticket_release(ticket, actor_for(request), force=may_release_any(request.user))
     except ServiceError as exc:
@@ -65,7 +71,7 @@ def release(request: HttpRequest, ticket_id: Any) -> HttpResponse:
 def assign(request: HttpRequest, ticket_id: Any) -> HttpResponse:
     """The assignee is the username in `assignee-<ticket id>` (the inbox row's select,
     posted with the whole list form) or in `assignee`; empty: nobody."""
-    ticket = _ticket(ticket_id)
+    ticket = _ticket(request, ticket_id)
     username = request.POST.get(f"assignee-{ticket.pk}", request.POST.get("assignee", ""))
     try:
         assignee = assignee_named(username.strip())

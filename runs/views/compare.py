@@ -8,7 +8,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from runs.permissions import VIEW, require
+from runs.permissions import VIEW, may_see, require
 from runs.selectors.compare import run_compare, runs_for_compare
 
 TEMPLATE = "runs/compare.html"
@@ -35,7 +35,8 @@ def run_compare_page(request: HttpRequest) -> HttpResponse:
     if isinstance(ids, str):
         return render(request, TEMPLATE, {**context, "error": ids}, status=400)
     runs = runs_for_compare(list(ids))
-    missing = [str(ident) for ident in ids if ident not in runs]
+    # another team's run is as a missing one
+    missing = [str(i) for i in ids if i not in runs or not may_see(request.user, runs[i])]
     if missing:
         error = f"No such run: {', '.join(dict.fromkeys(missing))}."
         return render(request, TEMPLATE, {**context, "error": error}, status=404)

@@ -23,6 +23,8 @@ from runs.permissions import (
     PRIORITIZE,
     VIEW_THREAD,
     capabilities,
+    denied,
+    may_see,
     require,
 )
 from runs.selectors.base import Rows, newest_rows
@@ -125,9 +127,10 @@ def inputs_context(thread: Thread, can: dict[str, bool], open_run: Run | None) -
     }
 
 
-def _thread(thread_id: Any) -> Thread:
+def _thread(request: HttpRequest, thread_id: Any) -> Thread:
+    """The thread, if the user may see its team's threads (another team's: 404)."""
     thread = Thread.objects.filter(pk=thread_id).first()
-    if thread is None:
+    if thread is None or not may_see(request.user, thread, VIEW_THREAD):
         raise Http404("no such thread")
     return thread
 
@@ -135,15 +138,15 @@ def _thread(thread_id: Any) -> Thread:
 @require(VIEW_THREAD, "view threads")
 def thread_inputs(request: HttpRequest, thread_id: Any) -> HttpResponse:
     """The thread page's pending-input panel, refreshed live."""
-    thread = _thread(thread_id)
-    context = inputs_context(thread, capabilities(request.user), _open_run(thread))
+    thread = _thread(request, thread_id)
+    context = inputs_context(thread, capabilities(request.user, thread), _open_run(thread))
     return render(request, "runs/partials/thread_inputs.html", context)
 
 
 @require(VIEW_THREAD, "view threads")
 def thread_runs(request: HttpRequest, thread_id: Any) -> HttpResponse:
     """The thread page's runs panel, refreshed live."""
-    thread = _thread(thread_id)
+    thread = _thread(request, thread_id)
     runs = newest_rows(Run.objects.filter(thread=thread).select_related("agent"))
     return render(request, "runs/partials/thread_runs.html", {"thread": thread, "runs": runs})
 
@@ -151,7 +154,7 @@ def thread_runs(request: HttpRequest, thread_id: Any) -> HttpResponse:
 @require(VIEW_THREAD, "view threads")
 def thread_transcript(request: HttpRequest, thread_id: Any) -> HttpResponse:
     """The thread page's messages from `?from_seq=` on (its first message), refreshed live."""
-    thread = _thread(thread_id)
+    thread = _thread(request, thread_id)
     raw = request.GET.get("from_seq", "")
     from_seq = int(raw) if raw.isdigit() and len(raw) <= 18 else None
     window = selectors.thread_transcript(thread.pk, from_seq=from_seq)
@@ -172,7 +175,9 @@ def _back(request: HttpRequest, thread_id: Any, run_id: Any = None) -> HttpRespo
 @require_POST
 @require(EDIT_INPUT, "edit pending input")
 def edit_input(request: HttpRequest, input_id: Any) -> HttpResponse:
-    input_ = get_object_or_404(PendingInput, pk=input_id)
+    input_ = get_object_or_404(PendingInput.objects.select_related("agent"), pk=input_id)
+    if (refused := denied(request, EDIT_INPUT, input_, "change input in this team")) is not None:
+        return refused
     try:
         edited = input_edit(
             input_id=input_.pk,
@@ -189,7 +194,9 @@ def edit_input(request: HttpRequest, input_id: Any) -> HttpResponse:
 @require_POST
 @require(EDIT_INPUT, "retract pending input")
 def retract_input(request: HttpRequest, input_id: Any) -> HttpResponse:
-    input_ = get_object_or_404(PendingInput, pk=input_id)
+    input_ = get_object_or_404(PendingInput.objects.select_related("agent"), pk=input_id)
+    if (refused := denied(request, EDIT_INPUT, input_, "change input in this team")) is not None:
+        return refused
     try:
         input_retract(input_id=input_.pk, actor=actor_for(request))
         messages.success(request, f"Input #{input_.seq} retracted: it will not be delivered.")
@@ -202,8 +209,11 @@ def retract_input(request: HttpRequest, input_id: Any) -> HttpResponse:
 @require(CANCEL, "interrupt threads")
 def interrupt_thread(request: HttpRequest, thread_id: Any) -> HttpResponse:
     thread = get_object_or_404(Thread, pk=thread_id)
+    if (refused := denied(request, CANCEL, thread, "interrupt threads in this team")) is not None:
+        return refused
     try:
-        result = thread_interrupt(thread=thread, actor=actor_for(request))
+        reason = request.POST.get("reason", "").strip()[:2000]
+        result = thread_interrupt(thread=thread, actor=actor_for(request), reason=reason)
     except ServiceError as exc:
         messages.error(request, exc.message)
         return redirect("runs:thread-detail", thread_id=thread.pk)
@@ -223,7 +233,9 @@ def interrupt_thread(request: HttpRequest, thread_id: Any) -> HttpResponse:
 @require_POST
 @require(PRIORITIZE, "change run priorities")
 def set_priority(request: HttpRequest, run_id: Any) -> HttpResponse:
-    run = get_object_or_404(Run, pk=run_id)
+    run = get_object_or_404(Run.objects.select_related("agent"), pk=run_id)
+    if (refused := denied(request, PRIORITIZE, run, "change priorities in this team")) is not None:
+        return refused
     try:
         priority = parse_priority(request.POST.get("priority"))
         run_set_priority(run=run, priority=priority, actor=actor_for(request))

@@ -6,7 +6,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from runs import selectors
-from runs.permissions import VIEW, require
+from runs.permissions import VIEW, require, visible_agent_ids
 from runs.selectors.usage import DEFAULT_WINDOW, WINDOWS, glance
 
 
@@ -18,8 +18,11 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         "runs/dashboard.html",
         {
             "nav": "dashboard",
-            "dash": selectors.dashboard_cached(),
-            "glance": glance(window if window in WINDOWS else DEFAULT_WINDOW),
+            "dash": selectors.dashboard_cached(visible_agent_ids(request.user)),
+            "glance": glance(
+                window if window in WINDOWS else DEFAULT_WINDOW,
+                agent_ids=visible_agent_ids(request.user),
+            ),
         },
     )
 
@@ -27,7 +30,9 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 @require(VIEW, "view runs")
 def dashboard_stats(request: HttpRequest) -> HttpResponse:
     return render(
-        request, "runs/partials/dashboard_stats.html", {"dash": selectors.dashboard_cached()}
+        request,
+        "runs/partials/dashboard_stats.html",
+        {"dash": selectors.dashboard_cached(visible_agent_ids(request.user))},
     )
 
 
@@ -39,5 +44,10 @@ def dashboard_glance(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "runs/partials/dashboard_glance.html",
-        {"glance": glance(window if window in WINDOWS else DEFAULT_WINDOW)},
+        {
+            "glance": glance(
+                window if window in WINDOWS else DEFAULT_WINDOW,
+                agent_ids=visible_agent_ids(request.user),
+            )
+        },
     )

@@ -11,8 +11,16 @@ from django.urls import reverse
 
 from agents.pricing import cost_label, run_cost_usd
 from runs import selectors
-from runs.models import BackgroundTask, Run
-from runs.permissions import FORK, VIEW, capabilities, require
+from runs.models import BackgroundTask, Run, Thread
+from runs.permissions import (
+    FORK,
+    VIEW,
+    VIEW_THREAD,
+    capabilities,
+    may_see,
+    require,
+    visible_or_404,
+)
 from runs.runtime.background import BACKGROUND_KEY
 from runs.selectors.forks import fork_panel, run_forks
 from runs.ticket_forms import edit_fields
@@ -53,7 +61,7 @@ def run_page_context(
         messages_before=messages_before,
         messages_from=messages_from,
     )
-    if detail is None:
+    if detail is None or not may_see(request.user, detail.run):
         raise Http404("no such run")
     for ticket in detail.open_tickets:
         ticket.edit_fields = edit_fields(ticket)  # type: ignore[attr-defined]
@@ -61,7 +69,7 @@ def run_page_context(
         "d": detail,
         "run": detail.run,
         "cost": cost_label(run_cost_usd(detail.run)),
-        "can": capabilities(request.user),
+        "can": capabilities(request.user, detail.run),  # the role in the run's team
         "nav": "runs",
         # run control: the steer input waiting for the run's next step (the header shows it)
         "steer_inputs": run_steer_inputs(detail.run) if "header" in sections else [],
@@ -93,7 +101,7 @@ def fork_context(request: HttpRequest, run: Run, **panel: Any) -> dict[str, Any]
     return {
         "forks": list(forks[:FORKS_SHOWN]),
         "forks_count": forks.count(),
-        "fork": fork_panel(run, **panel) if request.user.has_perm(FORK) else None,
+        "fork": fork_panel(run, **panel) if request.user.has_perm(FORK, run) else None,
         "fork_open": bool(panel),
         "compare_url": reverse("runs:run-compare"),
     }
@@ -129,6 +137,8 @@ def run_partial(request: HttpRequest, run_id: Any, template: str) -> HttpRespons
 @require(VIEW, "view threads")
 def thread_messages(request: HttpRequest, thread_id: Any) -> HttpResponse:
     """An earlier page of the thread page's transcript (`?before_seq=`)."""
+    thread = Thread.objects.filter(pk=thread_id).only("pk", "team_id").first()
+    visible_or_404(request.user, thread, VIEW_THREAD)
     window = selectors.thread_messages_page(thread_id, before_seq=seq_param(request, "before_seq"))
     if window is None:
         raise Http404("no such thread")

@@ -13,8 +13,8 @@ from django.http import Http404, HttpRequest, StreamingHttpResponse
 from django.utils.http import content_disposition_header
 
 from common.models import AuditEntry
-from runs.permissions import AUDIT, VIEW, require
-from runs.selectors.audit import filter_audit
+from runs.permissions import AUDIT, VIEW, may_see, require, visible_agent_ids
+from runs.selectors.audit import filter_audit, scope_audit
 from runs.services.exports import (
     audit_csv_rows,
     csv_chunks,
@@ -80,14 +80,16 @@ def run_json_attachment(request: Any, run: Any) -> StreamingHttpResponse:
 @require(VIEW, "export runs")
 def run_export(request: HttpRequest, run_id: Any) -> Any:  # a StreamingHttpResponse
     run = run_for_export(run_id)
-    if run is None:
+    if run is None or not may_see(request.user, run):  # another team's: not found
         raise Http404("no such run")
     return run_json_attachment(request, run)
 
 
 @require(VIEW, "export runs")
 def runs_export(request: HttpRequest) -> Any:  # a StreamingHttpResponse
-    runs = runs_export_queryset(run_filters(request.GET))
+    filters = run_filters(request.GET)
+    filters.agent_ids = visible_agent_ids(request.user)  # the user's teams' runs only
+    runs = runs_export_queryset(filters)
     return csv_attachment(request, runs_csv_rows(runs), "runs")
 
 
@@ -100,4 +102,5 @@ def audit_export(request: HttpRequest) -> Any:  # a StreamingHttpResponse
         params.get("actor", ""),
         params.get("run", ""),
     )
+    entries = scope_audit(entries, request.user)  # the user's teams' entries only
     return csv_attachment(request, audit_csv_rows(entries), "audit")

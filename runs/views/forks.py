@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET, require_POST
 from common.audit import request_actor
 from common.errors import ServiceError
 from runs.models import Run
-from runs.permissions import FORK, require
+from runs.permissions import FORK, denied, require
 from runs.selectors.forks import fork_panel
 from runs.services.forks import run_fork
 from runs.views.detail import (
@@ -39,7 +39,9 @@ def _number_or_raw(raw: str) -> Any:
 @require(FORK, "fork runs")
 def fork_form(request: HttpRequest, run_id: Any) -> HttpResponse:
     """The fork form for `?step=` with `?edit_seq=` chosen (its textarea prefilled)."""
-    run = get_object_or_404(Run.objects.select_related("agent_version"), pk=run_id)
+    run = get_object_or_404(Run.objects.select_related("agent", "agent_version"), pk=run_id)
+    if (refused := denied(request, FORK, run, "fork runs in this team")) is not None:
+        return refused
     panel = fork_panel(
         run,
         step=_number(request.GET.get("step", "")),
@@ -54,7 +56,9 @@ def fork_form(request: HttpRequest, run_id: Any) -> HttpResponse:
 def fork(request: HttpRequest, run_id: Any) -> HttpResponse:
     """Fork the run (`step`, `version`, optional `edit_seq` and `edit_text`); bad input
     shows the run page again with the form open and the reason (HTTP 400)."""
-    run = get_object_or_404(Run, pk=run_id)
+    run = get_object_or_404(Run.objects.select_related("agent"), pk=run_id)
+    if (refused := denied(request, FORK, run, "fork runs in this team")) is not None:
+        return refused
     raw_seq = request.POST.get("edit_seq", "")
     edit_text = request.POST.get("edit_text", "")
     step = _number_or_raw(request.POST.get("step", ""))

@@ -19,9 +19,18 @@ from django.views.decorators.http import require_POST
 from common.errors import ServiceError
 from runs import selectors
 from runs.models import Ticket
-from runs.permissions import DECIDE, VIEW, capabilities, require
+from runs.permissions import (
+    DECIDE,
+    VIEW,
+    VIEW_TICKET,
+    capabilities,
+    may_see,
+    require,
+    visible_agent_ids,
+)
 from runs.runtime.types import ToolCallResumeMode
 from runs.selectors.waiting import parse_minutes
+from runs.services.bulk import bulk_guard
 from runs.services.claims import deciders
 from runs.services.tickets import decision_submit
 from runs.templatetags.runs_extras import short_id
@@ -118,6 +127,7 @@ def key_undo_seconds() -> float:
 
 def inbox_list_context(request: HttpRequest, filters: InboxFilters) -> dict[str, Any]:
     cursor = request.GET.get("cursor") or None
+    agent_ids = visible_agent_ids(request.user, VIEW_TICKET)  # the user's teams only
     page = selectors.inbox_tickets(
         agent=filters.agent,
         tool=filters.tool,
@@ -127,6 +137,7 @@ def inbox_list_context(request: HttpRequest, filters: InboxFilters) -> dict[str,
         newest_first=filters.sort == "newest",
         who=filters.who,
         user=request.user,
+        agent_ids=agent_ids,
     )
     requests = selectors.ticket_requests(page.items)  # one query for the page's tickets
     for ticket in page.items:
@@ -141,6 +152,7 @@ def inbox_list_context(request: HttpRequest, filters: InboxFilters) -> dict[str,
             waiting_longer_than=filters.waiting_longer_than,
             who=filters.who,
             user=request.user,
+            agent_ids=agent_ids,
         ),
         "filters": filters,
         "can": capabilities(request.user),
@@ -151,7 +163,7 @@ def inbox_list_context(request: HttpRequest, filters: InboxFilters) -> dict[str,
 
 
 def _page_context(request: HttpRequest, filters: InboxFilters) -> dict[str, Any]:
-    agents, tools = selectors.inbox_filter_options()
+    agents, tools = selectors.inbox_filter_options(visible_agent_ids(request.user, VIEW_TICKET))
     # keep a filter value the options no longer hold (its last ticket was just decided)
     if filters.agent and filters.agent not in agents:
         agents.append(filters.agent)
@@ -220,19 +232,27 @@ def bulk_decide(request: HttpRequest) -> HttpResponse:
         return _refusal(request, filters, "Select at least one ticket.")
     if len(ids) > MAX_BULK:
         return _refusal(request, filters, f"Decide at most {MAX_BULK} tickets at once.")
-    found = {
+    found = {  # another team's tickets are as unknown ones ("no such ticket")
         ticket.pk: ticket
         for ticket in Ticket.objects.filter(pk__in=ids).select_related("run__agent", "tool_call")
+        if may_see(request.user, ticket.run)
     }
     if request.POST.get("confirm") != "1":
         return _confirmation(request, filters, action, ids, found)
 
     comment = request.POST.get("comment", "").strip()
+    try:  # the teams' guards; this form's own confirm step is the confirmation
+        bulk_guard(found.values(), action, comment, confirmed=True)
+    except ServiceError as exc:
+        return _refusal(request, filters, exc.message)
     result = BulkResult(action=action)
     for ident in ids:
         ticket = found.get(ident)
         if ticket is None:
             result.failed.append(Failure(None, str(ident), "no such ticket"))
+            continue
+        if not request.user.has_perm(DECIDE, ticket.run):  # the role in its team
+            result.failed.append(Failure(ticket, str(ticket.pk), "your role in its team may not"))
             continue
         try:
             with transaction.atomic():

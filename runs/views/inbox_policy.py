@@ -13,7 +13,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from common.errors import InvalidInput
+from common.errors import ConfirmationRequired, InvalidInput, ServiceError
 from runs.permissions import DECIDE, require
 from runs.selectors.waiting import parse_minutes
 from runs.services.bulk import BULK_ACTIONS, MAX_BULK, TicketPolicy, bulk_decide, tickets_matching
@@ -51,6 +51,16 @@ def _answer(request: HttpRequest, out: dict[str, Any], status: int = 200) -> Htt
     return render(request, "runs/inbox.html", context, status=status)
 
 
+def _bulk_confirm(request: HttpRequest, exc: ConfirmationRequired) -> dict[str, Any]:
+    """What the confirm step (runs/partials/bulk_confirm.html) resends, with confirm."""
+    return {
+        **exc.details,
+        "action": request.POST.get("action", ""),
+        "comment": request.POST.get("comment", "").strip()[:2000],
+        "tickets": request.POST.getlist("ticket"),
+    }
+
+
 @require_POST
 @require(DECIDE, "decide tickets")
 def policy_decide(request: HttpRequest) -> HttpResponse:
@@ -59,7 +69,7 @@ def policy_decide(request: HttpRequest) -> HttpResponse:
     try:
         policy = policy_from(request.POST)
         if request.POST.get("confirm") != "1":
-            tickets = tickets_matching(policy, limit=MAX_BULK + 1)
+            tickets = tickets_matching(policy, limit=MAX_BULK + 1, user=request.user)
             preview = {"tickets": tickets[:MAX_BULK], "more": len(tickets) > MAX_BULK}
             return _answer(request, {"preview": preview})
         action = request.POST.get("action", "")
@@ -71,9 +81,14 @@ def policy_decide(request: HttpRequest) -> HttpResponse:
             request.POST.get("comment", "").strip()[:2000],
             actor_for(request),
             policy=policy,
+            confirm=request.POST.get("confirm_bulk") == "1",
         )
+    except ConfirmationRequired as exc:
+        return _answer(request, {"bulk_confirm": _bulk_confirm(request, exc)}, status=400)
     except InvalidInput as exc:
         return _answer(request, {"policy_error": exc.message}, status=400)
+    except ServiceError as exc:  # a frozen team
+        return _answer(request, {"policy_error": exc.message}, status=exc.status)
     if is_htmx(request):
         return _answer(request, {"outcome": outcome})
     levels = {"success": messages.SUCCESS, "warning": messages.WARNING, "error": messages.ERROR}

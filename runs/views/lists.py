@@ -12,9 +12,19 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from common.access import visible_teams
 from runs import selectors
 from runs.models import DEFAULT_PRIORITY, PendingInput, Run, Ticket
-from runs.permissions import VIEW, capabilities, require
+from runs.permissions import (
+    START,
+    VIEW,
+    VIEW_THREAD,
+    capabilities,
+    may_see,
+    require,
+    visible_agent_ids,
+    visible_or_404,
+)
 from runs.selectors.waiting import LONGEST_WAITING, parse_minutes
 from runs.views.control import input_modes, inputs_context
 from runs.views.saved_views import saved_views_context
@@ -52,7 +62,8 @@ def run_filters(params: QueryDict) -> selectors.RunFilters:
 def run_list(request: HttpRequest) -> HttpResponse:
     params = request.GET
     filters = run_filters(params)
-    agents, tools = selectors.inbox_filter_options()  # one query: agents and their tools
+    filters.agent_ids = visible_agent_ids(request.user)  # the user's teams' runs only
+    agents, tools = selectors.inbox_filter_options(filters.agent_ids)  # agents, their tools
     cursor = params.get("cursor") or None
     page = selectors.run_list(filters=filters, cursor=cursor)
     selectors.list_row_extras(page.items)  # what each row waits on, its children: one query
@@ -90,16 +101,16 @@ def run_list(request: HttpRequest) -> HttpResponse:
 
 @require(VIEW, "view runs")
 def run_row(request: HttpRequest, run_id: Any) -> HttpResponse:
-    run = selectors.run_row(run_id)
-    if run is None:
-        raise Http404("no such run")
+    run = visible_or_404(request.user, selectors.run_row(run_id))
     return render(request, "runs/partials/run_row.html", {"run": run})
 
 
 @require(VIEW, "view threads")
 def thread_list(request: HttpRequest) -> HttpResponse:
     page = selectors.thread_list(
-        cursor=request.GET.get("cursor") or None, q=request.GET.get("q", "").strip()
+        cursor=request.GET.get("cursor") or None,
+        q=request.GET.get("q", "").strip(),
+        teams=visible_teams(request.user, VIEW_THREAD),
     )
     return render(
         request,
@@ -108,7 +119,7 @@ def thread_list(request: HttpRequest) -> HttpResponse:
             "nav": "threads",
             "page": page,
             "q": request.GET.get("q", ""),
-            "agents": selectors.agents_for_composer(),
+            "agents": selectors.agents_for_composer(visible_teams(request.user, START)),
             "can": capabilities(request.user),
         },
     )
@@ -152,13 +163,13 @@ def tickets_superseded(run: Run | None) -> Supersede | None:
 
 def thread_page_context(request: HttpRequest, thread_id: Any) -> dict[str, Any]:
     found = selectors.thread_detail(thread_id)
-    if found is None:
+    if found is None or not may_see(request.user, found[0], VIEW_THREAD):
         raise Http404("no such thread")
     thread, messages, runs = found
     open_run = (
         thread.open_run if thread.open_run and thread.open_run.status != Run.Status.DONE else None
     )
-    can = capabilities(request.user)
+    can = capabilities(request.user, thread)
     return {
         "nav": "threads",
         "thread": thread,
@@ -166,7 +177,7 @@ def thread_page_context(request: HttpRequest, thread_id: Any) -> dict[str, Any]:
         "runs": runs,
         "open_run": open_run,
         "supersede": tickets_superseded(open_run) if can["start"] else None,
-        "agents": selectors.agents_for_composer(),
+        "agents": selectors.agents_for_composer(visible_teams(request.user, START)),
         "default_agent": (
             open_run.agent.slug if open_run else (runs[-1].agent.slug if runs else "")
         ),

@@ -14,6 +14,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from agents.models import Agent
+from common.access import scope
 from common.audit import request_actor
 from common.errors import ServiceError
 from runs.models import NotificationEvent, NotificationRule, NotificationSubscription
@@ -36,6 +37,12 @@ class SubscriptionForm(forms.Form):
     )
     tool = forms.CharField(required=False, max_length=200, strip=True)
 
+    def __init__(self, *args: Any, user: Any = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        field = self.fields["agent"]
+        assert isinstance(field, forms.ModelChoiceField)
+        field.queryset = scope(Agent.objects.order_by("slug"), user, "team_id")  # user's teams
+
 
 def _context(request: HttpRequest, form: SubscriptionForm) -> dict[str, Any]:
     user: Any = request.user  # LoginRequiredMiddleware: always a signed-in user here
@@ -53,7 +60,9 @@ def _context(request: HttpRequest, form: SubscriptionForm) -> dict[str, Any]:
         "nav": "notifications",
         "form": form,
         "event_choices": NotificationEvent.choices,
-        "agents": Agent.objects.order_by("slug").values_list("slug", "name"),
+        "agents": scope(Agent.objects.order_by("slug"), user, "team_id").values_list(
+            "slug", "name"
+        ),
         "subscriptions": NotificationSubscription.objects.filter(user=user)
         .select_related("agent")
         .order_by("id"),
@@ -66,7 +75,7 @@ def _context(request: HttpRequest, form: SubscriptionForm) -> dict[str, Any]:
 @require_http_methods(["GET", "POST"])
 @require(VIEW, "manage notifications")
 def notifications(request: HttpRequest) -> HttpResponse:
-    form = SubscriptionForm(request.POST if request.method == "POST" else None)
+    form = SubscriptionForm(request.POST if request.method == "POST" else None, user=request.user)
     status = 200
     if request.method == "POST":
         if form.is_valid():

@@ -12,10 +12,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from agents.models import Agent
+from common.access import scope
 from common.audit import request_actor
-from common.errors import ServiceError
+from common.errors import InvalidInput, ServiceError
 from runs.models import ReplaySet
-from runs.permissions import require
+from runs.permissions import denied, may_see, require, visible_or_404
 from runs.selectors.replays import replay_rows, replay_sets, replay_summary
 from runs.services.replays import (
     DEFAULT_LIMIT,
@@ -53,9 +54,13 @@ def _body(data: Any) -> dict[str, Any]:
 def _form_context(request: HttpRequest, values: Any) -> dict[str, Any]:
     return {
         "nav": "replays",
-        "sets": list(replay_sets()[:50]),
+        "sets": list(scope(replay_sets(), request.user, "agent__team_id")[:50]),
         "can_replay": request.user.has_perm(REPLAY),
-        "agents": list(Agent.objects.order_by("slug").values_list("slug", "name")),
+        "agents": list(  # the agents of the teams where the user may replay
+            scope(Agent.objects.order_by("slug"), request.user, "team_id", REPLAY).values_list(
+                "slug", "name"
+            )
+        ),
         "values": values,
         "outcomes": OUTCOMES,
         "policies": ReplaySet.TicketPolicy.values,
@@ -75,9 +80,10 @@ def replay_list(request: HttpRequest) -> HttpResponse:
         messages.error(request, "You may not replay runs.")
         return render(request, "runs/replays.html", _form_context(request, {}), status=403)
     try:
-        replay_set = replay_create(
-            request=replay_request(_body(request.POST)), actor=request_actor(request, "ui")
-        )
+        checked = replay_request(_body(request.POST))
+        if not request.user.has_perm(REPLAY, checked.agent):  # another team's agent
+            raise InvalidInput(f"no agent {checked.agent.slug!r}")
+        replay_set = replay_create(request=checked, actor=request_actor(request, "ui"))
     except ServiceError as exc:
         messages.error(request, exc.message)
         context = _form_context(request, request.POST)
@@ -93,6 +99,8 @@ def replay_preview(request: HttpRequest) -> HttpResponse:
     context: dict[str, Any] = {}
     try:
         request_ = replay_request(_body(request.GET))
+        if not may_see(request.user, request_.agent):  # another team's agent
+            raise InvalidInput(f"no agent {request_.agent.slug!r}")
     except ServiceError as exc:
         context["error"] = exc.message
     else:
@@ -117,9 +125,10 @@ def replay_detail(request: HttpRequest, set_id: Any) -> HttpResponse:
     replay_set = get_object_or_404(
         ReplaySet.objects.select_related("agent", "version", "created_by"), pk=set_id
     )
+    visible_or_404(request.user, replay_set)
     context = {
         "nav": "replays",
-        "can_replay": request.user.has_perm(REPLAY),
+        "can_replay": request.user.has_perm(REPLAY, replay_set),
         **_table_context(replay_set),
     }
     return render(request, "runs/replays_detail.html", context)
@@ -129,14 +138,20 @@ def replay_detail(request: HttpRequest, set_id: Any) -> HttpResponse:
 @require(VIEW_REPLAYS, "see replays")
 def replay_table(request: HttpRequest, set_id: Any) -> HttpResponse:
     replay_set = get_object_or_404(ReplaySet.objects.select_related("agent", "version"), pk=set_id)
-    context = {"can_replay": request.user.has_perm(REPLAY), **_table_context(replay_set)}
+    visible_or_404(request.user, replay_set)
+    context = {
+        "can_replay": request.user.has_perm(REPLAY, replay_set),
+        **_table_context(replay_set),
+    }
     return render(request, "runs/replays_table.html", context)
 
 
 @require_POST
 @require(REPLAY, "cancel replays")
 def replay_cancel_view(request: HttpRequest, set_id: Any) -> HttpResponse:
-    replay_set = get_object_or_404(ReplaySet, pk=set_id)
+    replay_set = get_object_or_404(ReplaySet.objects.select_related("agent"), pk=set_id)
+    if (refused := denied(request, REPLAY, replay_set, "replay in this team")) is not None:
+        return refused
     try:
         replay_cancel(replay_set=replay_set, actor=request_actor(request, "ui"))
     except ServiceError as exc:

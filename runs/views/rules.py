@@ -26,7 +26,7 @@ from agents.services.rules_from_decisions import (
 from common.audit import request_actor
 from common.errors import ServiceError
 from runs.models import Ticket
-from runs.permissions import require
+from runs.permissions import denied, require
 from runs.runtime.permissions import Behavior
 from runs.runtime.tool_batch import PERMISSION_ACTION
 
@@ -84,6 +84,10 @@ def rule_from_decision(request: HttpRequest, ticket_id: Any) -> HttpResponse:
     ticket = get_object_or_404(
         Ticket.objects.select_related("run__agent", "decision"), pk=ticket_id
     )
+    if (
+        refused := denied(request, CHANGE_AGENT, ticket.run, "change this team's agents")
+    ) is not None:
+        return refused
     if not rule_candidate(ticket):
         return _refused(
             "Only a decided permission ticket (a tool call the rules asked about) can become "

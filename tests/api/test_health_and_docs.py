@@ -97,6 +97,12 @@ def test_schema_is_public_and_describes_every_endpoint(client: Client):
         "/api/v1/replays": {"get", "post"},
         "/api/v1/replays/{set_id}": {"get"},
         "/api/v1/replays/{set_id}/cancel": {"post"},
+        "/api/v1/teams": {"get"},
+        "/api/v1/teams/{slug}": {"get", "patch"},
+        "/api/v1/teams/{slug}/freeze": {"post"},
+        "/api/v1/teams/{slug}/unfreeze": {"post"},
+        "/api/v1/teams/{slug}/members": {"get"},
+        "/api/v1/teams/{slug}/members/{username}": {"put", "delete"},
     }
     assert set(paths) == set(expected)
     for path, methods in expected.items():

@@ -139,6 +139,8 @@ def hostile_world(db, settings):
         ),
         "view_id": "1",  # a saved view's id: any integer (the segments are not integers)
         "set_id": str(uuid.uuid4()),  # a replay set's id: any UUID (the segments are not)
+        "slug": "default",  # the default team (the run's agent's)
+        "username": "root",
     }
     raw = token_for(User.objects.create_superuser("root", password="pw"), "root")
     return ids, bearer(raw)

@@ -14,14 +14,16 @@ from common.api.errors import error_responses
 from common.models import AuditEntry
 from runs import permissions as perms
 from runs.selectors import keyset_page
+from runs.selectors.audit import scope_audit
 
 from .. import serializers as s
 from ..pagination import check_cursor
 
 
-def audit_entries(query: dict[str, Any]) -> QuerySet[AuditEntry]:
-    """The entries a validated AuditQuerySerializer selects (the list and its CSV export)."""
-    entries = AuditEntry.objects.all()
+def audit_entries(query: dict[str, Any], user: Any) -> QuerySet[AuditEntry]:
+    """The entries a validated AuditQuerySerializer selects (the list and its CSV export),
+    of the teams where `user` may read the audit log."""
+    entries = scope_audit(AuditEntry.objects.all(), user)
     if query.get("action"):
         entries = entries.filter(action__startswith=query["action"])
     if query.get("actor"):
@@ -46,6 +48,6 @@ class AuditListView(ApiView):
     def get(self, request: Request) -> Response:
         query = validated(s.AuditQuerySerializer, request.query_params)
         cursor = check_cursor(query.get("cursor"), uuid_pk=False)
-        page = keyset_page(audit_entries(query), cursor, query["limit"])
+        page = keyset_page(audit_entries(query, request.user), cursor, query["limit"])
         items = s.AuditEntrySerializer(page.items, many=True).data
         return Response({"items": items, "next_cursor": page.next_cursor})

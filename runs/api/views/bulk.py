@@ -86,7 +86,7 @@ class BulkDecisionView(ApiView):
                 arguments_pattern=given.get("arguments_pattern") or "",
                 waiting_longer_than=given.get("waiting_longer_than_minutes"),
             )
-            tickets = tickets_matching(policy, limit=MAX_BULK + 1)
+            tickets = tickets_matching(policy, limit=MAX_BULK + 1, user=request.user)
             more, tickets = len(tickets) > MAX_BULK, tickets[:MAX_BULK]
             ids = [ticket.pk for ticket in tickets]
         else:
@@ -101,7 +101,12 @@ class BulkDecisionView(ApiView):
         if not ids:
             return Response({"matched": 0, "more": False, "results": []})
         outcome = bulk_decide(
-            ids, data["action"], data["comment"], actor_for(request), policy=policy
+            ids,
+            data["action"],
+            data["comment"],
+            actor_for(request),
+            policy=policy,
+            confirm=data["confirm"],
         )
         results = [_result(item) for item in outcome.items]
         return Response({"matched": len(ids), "more": more, "results": results})

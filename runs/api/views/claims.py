@@ -46,7 +46,7 @@ class TicketClaimView(ApiView):
         responses={200: s.TicketSerializer, **error_responses(404, 409, body=True)},
     )
     def post(self, request: Request, ticket_id: str) -> Response:
-        ticket = get_ticket(ticket_id)
+        ticket = get_ticket(ticket_id, request)
         data = validated(ClaimRequestSerializer, request.data)
         ticket = ticket_claim(ticket, actor_for(request), minutes=data["minutes"])
         return Response(s.TicketSerializer(ticket).data)
@@ -61,7 +61,7 @@ class TicketClaimView(ApiView):
         responses={200: s.TicketSerializer, **error_responses(404, 409)},
     )
     def delete(self, request: Request, ticket_id: str) -> Response:
-        ticket = get_ticket(ticket_id)
+        ticket = get_ticket(ticket_id, request)
         force = may_release_any(request.user)
         ticket = ticket_release(ticket, actor_for(request), force=force)
         return Response(s.TicketSerializer(ticket).data)
@@ -86,7 +86,7 @@ class TicketAssignView(ApiView):
         responses={200: s.TicketSerializer, **error_responses(404, 409, body=True)},
     )
     def post(self, request: Request, ticket_id: str) -> Response:
-        ticket = get_ticket(ticket_id)
+        ticket = get_ticket(ticket_id, request)
         data = validated(AssignRequestSerializer, request.data)
         assignee = assignee_named(data["user"])
         ticket = ticket_assign(ticket, assignee, actor_for(request))

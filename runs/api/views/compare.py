@@ -161,6 +161,6 @@ class RunCompareView(ApiView):
         ids = [query["a"], query["b"]]
         runs = runs_for_compare(ids)
         for ident in ids:
-            if ident not in runs:
+            if ident not in runs or not request.user.has_perm("runs.view_run", runs[ident]):
                 raise NotFound(f"run {ident} not found", {"run_id": str(ident)})
         return Response(run_compare(runs[ids[0]], runs[ids[1]]))

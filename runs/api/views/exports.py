@@ -15,10 +15,9 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from common.api.base import ApiView, get_or_not_found, validated
+from common.api.base import ApiView, validated
 from common.api.errors import error_responses
 from runs import permissions as perms
-from runs.models import Run
 from runs.services.exports import (
     AUDIT_COLUMNS,
     RUN_COLUMNS,
@@ -33,7 +32,7 @@ from runs.views.exports import csv_attachment, run_json_attachment
 from .. import serializers as s
 from .audit import audit_entries
 from .runs import run_filters
-from .shared import RUN_ID
+from .shared import RUN_ID, get_run
 
 NO_FORMAT = OpenApiParameter("format", exclude=True)
 
@@ -268,7 +267,7 @@ class RunExportView(ApiView):
         responses={200: RunExportSerializer, **error_responses(404)},
     )
     def get(self, request: Request, run_id: str) -> StreamingHttpResponse:
-        run = get_or_not_found(Run.objects.select_related("agent", "agent_version"), "run", run_id)
+        run = get_run(run_id, request)  # another team's run: not found
         return run_json_attachment(request, run)
 
 
@@ -291,7 +290,9 @@ class RunsCsvExportView(CsvExportView):
     )
     def get(self, request: Request) -> StreamingHttpResponse:
         query = validated(RunExportQuerySerializer, request.query_params)
-        runs = runs_export_queryset(run_filters(query))
+        filters = run_filters(query)
+        filters.agent_ids = perms.visible_agent_ids(request.user)  # the user's teams' only
+        runs = runs_export_queryset(filters)
         return csv_attachment(request, runs_csv_rows(runs), "runs")
 
 
@@ -314,4 +315,4 @@ class AuditCsvExportView(CsvExportView):
     )
     def get(self, request: Request) -> StreamingHttpResponse:
         query = validated(AuditExportQuerySerializer, request.query_params)
-        return csv_attachment(request, audit_csv_rows(audit_entries(query)), "audit")
+        return csv_attachment(request, audit_csv_rows(audit_entries(query, request.user)), "audit")

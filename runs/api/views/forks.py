@@ -49,7 +49,7 @@ class RunForkView(ApiView):
         },
     )
     def post(self, request: Request, run_id: str) -> Response:
-        run = get_run(run_id)  # an unknown run is a 404 whatever the body
+        run = get_run(run_id, request)  # an unknown run is a 404 whatever the body
         data = validated(sf.RunForkSerializer, request.data)
         edit = data.get("edit")
         fork = run_fork(
@@ -74,5 +74,5 @@ class RunForksView(ApiView):
         responses={200: sf.ForkListSerializer, **error_responses(404)},
     )
     def get(self, request: Request, run_id: str) -> Response:
-        forks = run_forks(get_run(run_id))[:FORKS_LISTED]
+        forks = run_forks(get_run(run_id, request))[:FORKS_LISTED]
         return Response({"items": sf.ForkSummarySerializer(forks, many=True).data})

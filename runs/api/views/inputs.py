@@ -22,10 +22,12 @@ from runs.services.inputs import InputOutcome, input_edit, input_retract, input_
 from runs.services.inputs import thread_interrupt as interrupt_thread
 
 from .. import input_serializers as si
+from .. import team_serializers as st
 from .shared import (
     IDEMPOTENCY_KEY,
     RUN_ID,
     THREAD_ID,
+    allowed,
     get_run,
     get_thread,
     path_uuid,
@@ -133,8 +135,9 @@ def submit_input(
     return _run_answer(outcome.run, 201 if outcome.created else 200, outcome)
 
 
-def get_input(input_id: Any) -> PendingInput:
-    return get_or_not_found(PendingInput.objects.select_related("agent"), "input", input_id)
+def get_input(input_id: Any, request: Request) -> PendingInput:
+    input_ = get_or_not_found(PendingInput.objects.select_related("agent"), "input", input_id)
+    return allowed(request, input_, "input", input_id)
 
 
 class RunInputsView(ApiView):
@@ -153,7 +156,7 @@ class RunInputsView(ApiView):
         responses=INPUT_RESPONSES,
     )
     def post(self, request: Request, run_id: str) -> Response:
-        run = get_run(run_id)
+        run = get_run(run_id, request)
         data = validated(si.RunInputCreateSerializer, request.data)
         return submit_input(request, data, run=run)
 
@@ -171,7 +174,7 @@ class ThreadInputListView(ApiView):
         responses={200: si.InputPageSerializer, **error_responses(404)},
     )
     def get(self, request: Request, thread_id: str) -> Response:
-        thread = get_thread(thread_id)
+        thread = get_thread(thread_id, request)
         query = validated(si.InputListQuerySerializer, request.query_params)
         after, limit = query["after_seq"], query["limit"]
         rows = PendingInput.objects.filter(thread=thread, seq__gt=after).select_related("agent")
@@ -203,7 +206,7 @@ class InputDetailView(ApiView):
         responses={200: si.PendingInputSerializer, **error_responses(404)},
     )
     def get(self, request: Request, input_id: str) -> Response:
-        return Response(input_json(get_input(input_id)))
+        return Response(input_json(get_input(input_id, request)))
 
     @extend_schema(
         operation_id="inputs_update",
@@ -216,7 +219,7 @@ class InputDetailView(ApiView):
         responses={200: si.PendingInputSerializer, **error_responses(404, 409, body=True)},
     )
     def patch(self, request: Request, input_id: str) -> Response:
-        input_ = get_input(input_id)
+        input_ = get_input(input_id, request)
         data = validated(si.InputEditSerializer, request.data)
         messages = data.get("messages")
         edited = input_edit(
@@ -238,7 +241,7 @@ class InputDetailView(ApiView):
         responses={200: si.PendingInputSerializer, **error_responses(404, 409)},
     )
     def delete(self, request: Request, input_id: str) -> Response:
-        input_ = get_input(input_id)
+        input_ = get_input(input_id, request)
         retracted = input_retract(input_id=input_.pk, actor=actor_for(request))
         return Response(input_json(retracted))
 
@@ -254,12 +257,14 @@ class ThreadInterruptView(ApiView):
         "is null when the thread had no open run.",
         tags=["inputs"],
         parameters=[THREAD_ID],
-        request=None,
-        responses={200: si.ThreadInterruptSerializer, **error_responses(404, 409)},
+        request=st.CancelRequestSerializer,
+        responses={200: si.ThreadInterruptSerializer, **error_responses(404, 409, body=True)},
     )
     def post(self, request: Request, thread_id: str) -> Response:
-        thread = get_thread(thread_id)
-        result = interrupt_thread(thread=thread, actor=actor_for(request))
+        thread = get_thread(thread_id, request)
+        body = request.data if isinstance(request.data, dict) and request.data else {}
+        reason = validated(st.CancelRequestSerializer, body)["reason"]
+        result = interrupt_thread(thread=thread, actor=actor_for(request), reason=reason)
         run = result["run"]
         return Response(
             {

@@ -10,6 +10,7 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from common.access import scope
 from common.api.auth import actor_for
 from common.api.base import ApiView, get_or_not_found
 from common.api.errors import error_responses
@@ -18,6 +19,7 @@ from runs.selectors.replays import public_summary, replay_rows, replay_sets, rep
 from runs.services.replays import replay_cancel, replay_create, replay_request
 
 from .. import replay_serializers as sr
+from .shared import allowed
 
 VIEW = "runs.view_replayset"
 REPLAY = "runs.replay_runs"
@@ -61,9 +63,9 @@ def replay_json(replay_set: ReplaySet, *, items: bool) -> dict[str, Any]:
     return data
 
 
-def _set(set_id: str) -> ReplaySet:
+def _set(set_id: str, request: Request) -> ReplaySet:
     queryset = ReplaySet.objects.select_related("agent", "version", "created_by")
-    return get_or_not_found(queryset, "replay set", set_id)
+    return allowed(request, get_or_not_found(queryset, "replay set", set_id), "replay set", set_id)
 
 
 class ReplayListView(ApiView):
@@ -77,7 +79,7 @@ class ReplayListView(ApiView):
         responses={200: sr.ReplaySetPageSerializer, **error_responses()},
     )
     def get(self, request: Request) -> Response:
-        sets = list(replay_sets()[:50])
+        sets = list(scope(replay_sets(), request.user, "agent__team_id")[:50])
         return Response({"items": [replay_json(s, items=False) for s in sets]})
 
     @extend_schema(
@@ -97,8 +99,10 @@ class ReplayListView(ApiView):
         },
     )
     def post(self, request: Request) -> Response:
-        replay_set = replay_create(request=replay_request(request.data), actor=actor_for(request))
-        return Response(replay_json(_set(str(replay_set.pk)), items=False), status=201)
+        checked = replay_request(request.data)
+        allowed(request, checked.agent, "agent", checked.agent.slug)  # the user's teams only
+        replay_set = replay_create(request=checked, actor=actor_for(request))
+        return Response(replay_json(_set(str(replay_set.pk), request), items=False), status=201)
 
 
 class ReplayDetailView(ApiView):
@@ -114,7 +118,7 @@ class ReplayDetailView(ApiView):
         responses={200: sr.ReplaySetDetailSerializer, **error_responses(404)},
     )
     def get(self, request: Request, set_id: str) -> Response:
-        return Response(replay_json(_set(set_id), items=True))
+        return Response(replay_json(_set(set_id, request), items=True))
 
 
 class ReplayCancelView(ApiView):
@@ -131,5 +135,5 @@ class ReplayCancelView(ApiView):
         responses={200: sr.ReplaySetSerializer, **error_responses(404, 409)},
     )
     def post(self, request: Request, set_id: str) -> Response:
-        replay_set = replay_cancel(replay_set=_set(set_id), actor=actor_for(request))
-        return Response(replay_json(_set(str(replay_set.pk)), items=False))
+        replay_set = replay_cancel(replay_set=_set(set_id, request), actor=actor_for(request))
+        return Response(replay_json(_set(str(replay_set.pk), request), items=False))

@@ -99,7 +99,7 @@ class TicketRuleProposalView(ApiView):
         responses={200: rs.RuleProposalSerializer, **error_responses(404, 409, body=True)},
     )
     def post(self, request: Request, ticket_id: str) -> Response:
-        ticket = get_ticket(ticket_id)
+        ticket = get_ticket(ticket_id, request)
         data = validated(rs.RuleProposalRequestSerializer, request.data)
         if not rule_candidate(ticket):
             raise IllegalTransition(

@@ -11,17 +11,18 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from common.api.auth import actor_for
-from common.api.base import ApiView, get_or_not_found, parse_uuid, validated
+from common.api.base import ApiView, parse_uuid, validated
 from common.api.errors import error_responses
 from common.errors import NotFound
 from runs import permissions as perms
 from runs import selectors
-from runs.models import Run, RunEvent
+from runs.models import RunEvent
 from runs.services.runs import run_cancel, run_retry, run_set_priority
 from runs.services.tickets import normalize_decision_body, ticket_for_target
 
 from .. import input_serializers as si
 from .. import serializers as s
+from .. import team_serializers as st
 from ..pagination import check_cursor
 from ..stream import SseView
 from .shared import (
@@ -82,6 +83,7 @@ class RunListView(SseView):
         query = validated(s.RunListQuerySerializer, request.query_params)
         cursor = check_cursor(query.get("cursor"), uuid_pk=True)
         filters = run_filters(query)
+        filters.agent_ids = perms.visible_agent_ids(request.user)  # the user's teams' runs only
         page = selectors.run_list(filters=filters, cursor=cursor, size=query["limit"])
         items = s.RunSummarySerializer(page.items, many=True).data
         return Response({"items": items, "next_cursor": page.next_cursor})
@@ -119,8 +121,8 @@ class RunListView(SseView):
     )
     def post(self, request: Request) -> Response | StreamingHttpResponse:
         data = validated(s.RunCreateSerializer, request.data)
-        agent = get_agent(data["agent_id"])
-        thread = get_thread(data["thread_id"]) if data.get("thread_id") else None
+        agent = get_agent(data["agent_id"], request)
+        thread = get_thread(data["thread_id"], request) if data.get("thread_id") else None
         key = data.get("idempotency_key") or request.headers.get("Idempotency-Key", "")[:200]
         return start_run(request, agent=agent, messages=data["messages"], thread=thread, key=key)
 
@@ -136,7 +138,7 @@ class RunDetailView(ApiView):
         responses={200: s.RunRecordSerializer, **error_responses(404)},
     )
     def get(self, request: Request, run_id: str) -> Response:
-        return Response(run_record_json(get_run(run_id)))
+        return Response(run_record_json(get_run(run_id, request)))
 
 
 class RunCancelView(ApiView):
@@ -150,11 +152,15 @@ class RunCancelView(ApiView):
         "the run is already done.",
         tags=["runs"],
         parameters=[RUN_ID],
-        request=None,
-        responses={200: s.RunRecordSerializer, **error_responses(404, 409)},
+        request=st.CancelRequestSerializer,
+        responses={200: s.RunRecordSerializer, **error_responses(404, 409, body=True)},
     )
     def post(self, request: Request, run_id: str) -> Response:
-        run = run_cancel(run=get_run(run_id), actor=actor_for(request))
+        body = request.data if isinstance(request.data, dict) and request.data else {}
+        data = validated(st.CancelRequestSerializer, body)
+        run = run_cancel(
+            run=get_run(run_id, request), actor=actor_for(request), reason=data["reason"]
+        )
         return Response(run_record_json(run))
 
 
@@ -172,7 +178,7 @@ class RunRetryView(ApiView):
         responses={201: s.RunRecordSerializer, **error_responses(404, 409)},
     )
     def post(self, request: Request, run_id: str) -> Response:
-        retry = run_retry(run=get_run(run_id), actor=actor_for(request))
+        retry = run_retry(run=get_run(run_id, request), actor=actor_for(request))
         return Response(run_record_json(retry), status=201)
 
 
@@ -190,7 +196,7 @@ class RunPriorityView(ApiView):
         responses={200: s.RunRecordSerializer, **error_responses(404, 409, body=True)},
     )
     def post(self, request: Request, run_id: str) -> Response:
-        run = get_run(run_id)
+        run = get_run(run_id, request)
         data = validated(si.PrioritySerializer, request.data)
         run = run_set_priority(run=run, priority=data["priority"], actor=actor_for(request))
         return Response(run_record_json(run))
@@ -208,7 +214,7 @@ class RunEventsView(ApiView):
     )
     def get(self, request: Request, run_id: str) -> Response:
         query = validated(s.EventsQuerySerializer, request.query_params)
-        pk = get_or_not_found(Run.objects.only("pk"), "run", run_id).pk
+        pk = get_run(run_id, request).pk  # another team's run: not found
         after, limit = query["after_seq"], query["limit"]
         rows = list(RunEvent.objects.filter(run_id=pk, seq__gt=after).order_by("seq")[: limit + 1])
         items = [row.as_frame() for row in rows[:limit]]
@@ -238,7 +244,7 @@ class RunDecisionsView(ApiView):
         responses=DECISION_RESPONSES,
     )
     def post(self, request: Request, run_id: str) -> Response:
-        run = get_run(run_id)
+        run = get_run(run_id, request)
         data = validated(s.DecisionRequestSerializer, request.data)
         body = normalize_decision_body(data)
         target = body.get("target")

@@ -19,7 +19,9 @@ from agents.selectors import agents_with_latest_version
 from common.api.auth import actor_for
 from common.api.base import get_or_not_found
 from common.api.errors import error_responses
-from runs.models import BackgroundTask, Run, Thread, Ticket
+from common.errors import Forbidden, NotFound
+from common.teams import ensure_not_frozen_only
+from runs.models import BackgroundTask, PendingInput, Run, Thread, Ticket
 from runs.runtime.background import BACKGROUND_KEY
 from runs.services.runs import run_start_or_reuse
 from runs.services.tickets import decision_json, decision_submit_or_repeat
@@ -71,20 +73,49 @@ DECISION_EXAMPLES = [
 ]
 
 
-def get_run(run_id: Any) -> Run:
-    return get_or_not_found(Run.objects.select_related("agent", "agent_version"), "run", run_id)
+def allowed(request: Request, obj: Any, what: str, value: Any) -> Any:
+    """`obj` when the request's user may see it and, in its team, do what the view requires
+    for the request's method. Another team's object is not found, as an unknown id (its
+    existence is not confirmed); a visible one the role there does not allow is 403."""
+    user = request.user
+    if not user.has_perm(VIEW_PERMS.get(type(obj), "runs.view_run"), obj):
+        raise NotFound(f"{what} {value} not found")
+    view = (getattr(request, "parser_context", None) or {}).get("view")
+    perm = getattr(view, "required_perms", {}).get(request.method) if view else None
+    if perm and not user.has_perm(perm, obj):
+        ensure_not_frozen_only(user, perm, obj)  # frozen: 409 team_frozen, not 403
+        raise Forbidden(f"your role in this {what}'s team does not allow this")
+    return obj
 
 
-def get_thread(thread_id: Any) -> Thread:
-    return get_or_not_found(Thread.objects.all(), "thread", thread_id)
+VIEW_PERMS: dict[type, str] = {
+    Thread: "runs.view_thread",
+    Ticket: "runs.view_ticket",
+    PendingInput: "runs.view_pendinginput",
+}
 
 
-def get_agent(slug: str) -> Agent:
-    return get_or_not_found(agents_with_latest_version(), "agent", slug, by="slug", agent_id=slug)
+def get_run(run_id: Any, request: Request) -> Run:
+    run = get_or_not_found(Run.objects.select_related("agent", "agent_version"), "run", run_id)
+    return allowed(request, run, "run", run_id)
 
 
-def get_ticket(ticket_id: Any) -> Ticket:
-    return get_or_not_found(tickets_query(), "ticket", ticket_id)
+def get_thread(thread_id: Any, request: Request) -> Thread:
+    return allowed(
+        request, get_or_not_found(Thread.objects.all(), "thread", thread_id), "thread", thread_id
+    )
+
+
+def get_agent(slug: str, request: Request | None = None) -> Agent:
+    """The agent; with `request`, only one of the user's teams where the request's action
+    (starting a run) is allowed."""
+    agent = get_or_not_found(agents_with_latest_version(), "agent", slug, by="slug", agent_id=slug)
+    return agent if request is None else allowed(request, agent, "agent", slug)
+
+
+def get_ticket(ticket_id: Any, request: Request) -> Ticket:
+    ticket = get_or_not_found(tickets_query(), "ticket", ticket_id)
+    return allowed(request, ticket, "ticket", ticket_id)
 
 
 def tickets_query() -> QuerySet[Ticket]:

@@ -31,5 +31,7 @@ class StatsView(ApiView):
     def get(self, request: Request) -> Response:
         query = validated(s.StatsQuerySerializer, request.query_params)
         start, end = s.custom_window(query) or window_bounds(query["window"])
-        figures = usage(start, end, query.get("agent"))
+        figures = usage(  # the user's teams' agents only
+            start, end, query.get("agent"), agent_ids=perms.visible_agent_ids(request.user)
+        )
         return Response(s.StatsSerializer(figures).data)

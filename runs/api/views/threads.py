@@ -7,6 +7,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from common.access import visible_teams
 from common.api.auth import actor_for
 from common.api.base import ApiView, parse_uuid, validated
 from common.api.errors import error_responses
@@ -35,7 +36,11 @@ class ThreadListView(ApiView):
     def get(self, request: Request) -> Response:
         query = validated(s.ThreadListQuerySerializer, request.query_params)
         cursor = check_cursor(query.get("cursor"), uuid_pk=True)
-        page = selectors.thread_list(cursor=cursor, q=(query.get("q") or "").strip())
+        page = selectors.thread_list(
+            cursor=cursor,
+            q=(query.get("q") or "").strip(),
+            teams=visible_teams(request.user, perms.VIEW_THREAD),
+        )
         items = s.ThreadSerializer(page.items, many=True).data
         return Response({"items": items, "next_cursor": page.next_cursor})
 
@@ -72,7 +77,7 @@ class ThreadDetailView(ApiView):
         responses={200: s.ThreadDetailSerializer, **error_responses(404)},
     )
     def get(self, request: Request, thread_id: str) -> Response:
-        return Response(s.ThreadDetailSerializer(get_thread(thread_id)).data)
+        return Response(s.ThreadDetailSerializer(get_thread(thread_id, request)).data)
 
 
 class ThreadMessagesView(ApiView):
@@ -86,7 +91,7 @@ class ThreadMessagesView(ApiView):
         responses={200: s.MessagePageSerializer, **error_responses(404)},
     )
     def get(self, request: Request, thread_id: str) -> Response:
-        thread = get_thread(thread_id)
+        thread = get_thread(thread_id, request)
         query = validated(s.ThreadMessagesQuerySerializer, request.query_params)
         after, limit = query["after_seq"], query["limit"]
         messages = Message.objects.filter(thread=thread, seq__gt=after).exclude(
@@ -125,7 +130,7 @@ class ThreadMessagesView(ApiView):
         responses=INPUT_RESPONSES,
     )
     def post(self, request: Request, thread_id: str) -> Response:
-        thread = get_thread(thread_id)
+        thread = get_thread(thread_id, request)
         data = validated(s.ThreadMessageCreateSerializer, request.data)
-        agent = get_agent(data["agent_id"]) if data.get("agent_id") else None
+        agent = get_agent(data["agent_id"], request) if data.get("agent_id") else None
         return submit_input(request, data, agent=agent, thread=thread)

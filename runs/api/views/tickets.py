@@ -40,6 +40,7 @@ class TicketListView(ApiView):
             waiting_longer_than=query.get("waiting_longer_than"),
             who=query["who"],
             user=request.user,
+            agent_ids=perms.visible_agent_ids(request.user, perms.VIEW_TICKET),
         )
         items = s.TicketSerializer(page.items, many=True).data
         return Response({"items": items, "next_cursor": page.next_cursor})
@@ -56,7 +57,7 @@ class TicketDetailView(ApiView):
         responses={200: s.TicketSerializer, **error_responses(404)},
     )
     def get(self, request: Request, ticket_id: str) -> Response:
-        return Response(s.TicketSerializer(get_ticket(ticket_id)).data)
+        return Response(s.TicketSerializer(get_ticket(ticket_id, request)).data)
 
 
 class TicketDecisionView(ApiView):
@@ -76,6 +77,6 @@ class TicketDecisionView(ApiView):
         responses=DECISION_RESPONSES,
     )
     def post(self, request: Request, ticket_id: str) -> Response:
-        ticket = get_ticket(ticket_id)
+        ticket = get_ticket(ticket_id, request)
         data = validated(s.DecisionRequestSerializer, request.data)
         return decide(request, ticket, normalize_decision_body(data))

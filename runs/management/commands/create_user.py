@@ -1,4 +1,5 @@
-"""Create a user with one of the roles (viewer, operator, admin) from the terminal."""
+"""Create a user with one of the roles (viewer, operator, admin) from the terminal: site-wide
+(a role group), or in one team (`--team SLUG`, a team membership)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,11 @@ from django.core.validators import validate_email
 from django.db import transaction
 
 from common.audit import Actor, audit_record
+from common.models import Membership, Role, Team
 from common.roles import ROLES
+from common.teams import membership_set
+
+CLI = Actor(label="cli", source="cli")
 
 EXISTS = 2  # exit status when the user exists and --update-role was not given
 
@@ -36,7 +41,8 @@ class Command(BaseCommand):
     help = (
         "Create a user with a role: viewer (reads), operator (also starts, cancels, retries "
         "runs and decides tickets) or admin (also configures agents, models, providers and "
-        "endpoints in /admin/). Prints a generated password once unless --password-stdin."
+        "endpoints in /admin/), site-wide or, with --team, in one team only. Prints a "
+        "generated password once unless --password-stdin."
     )
     stealth_options = ("stdin",)  # call_command(..., stdin=stream) in tests
 
@@ -46,6 +52,12 @@ class Command(BaseCommand):
             "--role", required=True, choices=list(ROLES), help="viewer, operator or admin."
         )
         parser.add_argument("--email", default=None, help="The user's email address.")
+        parser.add_argument(
+            "--team",
+            default=None,
+            help="Give the role in this team only (its slug) instead of site-wide; with "
+            "--update-role it replaces the user's role in that team, not elsewhere.",
+        )
         parser.add_argument(
             "--password-stdin",
             action="store_true",
@@ -67,11 +79,13 @@ class Command(BaseCommand):
         email: str | None,
         password_stdin: bool,
         update_role: bool,
+        team: str | None = None,
         **options: Any,
     ) -> None:
         name = name.strip()
         if not name:
             raise CommandError("the username must not be empty")
+        team_row = _team(team) if team is not None else None
         if email is not None:
             try:
                 validate_email(email)
@@ -102,21 +116,28 @@ class Command(BaseCommand):
                     raise CommandError("password refused: " + " ".join(exc.messages)) from exc
                 user.set_password(password)
             before = None if created else sorted(_roles_of(user))
-            user.is_staff = role == "admin" or user.is_superuser  # /admin/ needs is_staff
             user.save()
-            user.groups.remove(*Group.objects.filter(name__in=list(ROLES)).exclude(name=role))
-            user.groups.add(role_group(role))
+            if team_row is None:
+                user.groups.remove(*Group.objects.filter(name__in=list(ROLES)).exclude(name=role))
+                user.groups.add(role_group(role))
+            else:
+                membership_set(team=team_row, user=user, role=role, actor=CLI)
+            user.is_staff = _needs_admin_site(user)  # /admin/ needs is_staff
+            user.save(update_fields=["is_staff"])
+            after = {"role": role, "email": user.email}
             audit_record(
-                actor=Actor(label="cli", source="cli"),
+                actor=CLI,
                 action="user.create" if created else "user.role",
                 target_type="user",
                 target_id=user.get_username(),
+                team=team_row,
                 before=None if created else {"roles": before},
-                after={"role": role, "email": user.email},
+                after=after if team_row is None else {**after, "team": team_row.slug},
             )
 
         verb = "created" if created else "updated"
-        self.stdout.write(f"{verb} {role} user {name!r}")
+        where = f" in team {team_row.slug!r}" if team_row is not None else ""
+        self.stdout.write(f"{verb} {role} user {name!r}{where}")
         if generated is not None:
             self.stdout.write(f"password: {generated}  (shown once; it is not stored in clear)")
 
@@ -130,4 +151,24 @@ class Command(BaseCommand):
 
 
 def _roles_of(user: Any) -> list[str]:
-    return list(user.groups.filter(name__in=list(ROLES)).values_list("name", flat=True))
+    """The user's site-wide roles, and its team roles as "role@team"."""
+    site = user.groups.filter(name__in=list(ROLES)).values_list("name", flat=True)
+    teams = Membership.objects.filter(user=user).values_list("role", "team__slug")
+    return [*site, *(f"{role}@{slug}" for role, slug in teams)]
+
+
+def _team(slug: str) -> Team:
+    row = Team.objects.filter(slug=slug.strip()).first()
+    if row is None:
+        known = ", ".join(Team.objects.values_list("slug", flat=True)) or "none yet"
+        raise CommandError(f"no team {slug!r} (teams: {known}); create it in /admin/ first")
+    return row
+
+
+def _needs_admin_site(user: Any) -> bool:
+    """Admins, site-wide or of a team, configure in /admin/ (it needs is_staff)."""
+    return bool(
+        user.is_superuser
+        or user.groups.filter(name=Role.ADMIN).exists()
+        or Membership.objects.filter(user=user, role=Role.ADMIN).exists()
+    )

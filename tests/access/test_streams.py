@@ -1,0 +1,138 @@
+"""The authorization matrix's sockets, SSE stream and A2A routes (their entries in
+tests/access/matrix.py point here): team alpha's users never reach team beta's runs."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+from a2a.utils.constants import VERSION_HEADER
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from channels.routing import URLRouter
+from channels.testing import WebsocketCommunicator
+
+from awaken_site.asgi import application
+from runs.realtime import DASHBOARD_GROUP, with_team
+from runs.routing import websocket_urlpatterns
+from runs.services.events import run_summary
+from tests.factories import bearer
+
+from .world import World, build_world
+
+BASE = "http://testserver"
+
+
+@pytest.fixture
+def committed_world(transactional_db: None) -> World:
+    """Both teams, committed (the consumers and the A2A server read on threads of their
+    own)."""
+    return build_world()
+
+
+async def _connect(path: str, user: Any) -> tuple[WebsocketCommunicator, bool, Any]:
+    communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), path)
+    communicator.scope["user"] = user
+    connected, code = await communicator.connect()
+    return communicator, connected, code
+
+
+def test_run_socket_of_another_team_closes(committed_world: World) -> None:
+    """ws/runs/<beta's run>/ closes with 4404 for alpha's operator; alpha's own run streams."""
+    alpha, beta = committed_world["alpha"], committed_world["beta"]
+
+    async def scenario() -> None:
+        socket, connected, _ = await _connect(f"/ws/runs/{beta.run.pk}/", alpha.operator)
+        if connected:
+            closed = await socket.receive_output(timeout=2)
+            assert closed == {"type": "websocket.close", "code": 4404}, closed
+        await socket.disconnect()
+        socket, connected, _ = await _connect(f"/ws/runs/{alpha.run.pk}/", alpha.operator)
+        assert connected
+        first = await socket.receive_json_from(timeout=2)
+        assert first["type"] in ("event", "ready"), first
+        await socket.disconnect()
+
+    async_to_sync(scenario)()
+
+
+def test_dashboard_socket_hears_only_its_team(committed_world: World) -> None:
+    """A change of beta's run is not pushed to alpha's operator's dashboard; a change of
+    alpha's is."""
+    alpha, beta = committed_world["alpha"], committed_world["beta"]
+    # as the product broadcasts a change: the summary carries the run's team
+    beta_summary = with_team(beta.run.pk, run_summary(beta.run))
+    alpha_summary = with_team(alpha.run.pk, run_summary(alpha.run))
+    layer = get_channel_layer()
+
+    async def scenario() -> None:
+        socket, connected, _ = await _connect("/ws/dashboard/", alpha.operator)
+        assert connected
+        assert await socket.receive_json_from(timeout=2) == {"type": "ready"}
+        message = {"type": "run.changed"}
+        await layer.group_send(DASHBOARD_GROUP, {**message, "run": beta_summary})
+        await layer.group_send(DASHBOARD_GROUP, {**message, "run": alpha_summary})
+        received = [await socket.receive_json_from(timeout=2)]
+        while not await socket.receive_nothing(timeout=0.3):
+            received.append(await socket.receive_json_from(timeout=2))
+        await socket.disconnect()
+        text = json.dumps(received)
+        assert str(beta.run.pk) not in text, received
+        assert str(alpha.run.pk) in text, received
+
+    async_to_sync(scenario)()
+
+
+def test_event_stream_of_another_teams_run_is_404(committed_world: World) -> None:
+    alpha, beta = committed_world["alpha"], committed_world["beta"]
+    client = bearer(alpha.token)
+    response = client.get(f"/api/v1/runs/{beta.run.pk}/events/stream")
+    assert response.status_code == 404, response.status_code
+    response = client.get(f"/api/v1/runs/{alpha.run.pk}/events/stream?follow=0")
+    assert response.status_code == 200, response.status_code
+    response.close()
+
+
+# --- A2A --------------------------------------------------------------------------------
+
+
+def _a2a(method: str, path: str, token: str, body: Any = None) -> httpx.Response:
+    async def call() -> httpx.Response:
+        transport = httpx.ASGITransport(app=application)
+        headers = {"Authorization": f"Bearer {token}", VERSION_HEADER: "1.0"}
+        async with httpx.AsyncClient(transport=transport, base_url=BASE, headers=headers) as http:
+            return await http.request(method, path, json=body)
+
+    return async_to_sync(call)()
+
+
+def _get_task(slug: str, task_id: Any, token: str) -> dict[str, Any]:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": str(task_id)}}
+    response = _a2a("POST", f"/a2a/{slug}/jsonrpc", token, body)
+    try:
+        return {"status": response.status_code, **response.json()}
+    except ValueError:
+        return {"status": response.status_code, "text": response.text}
+
+
+def test_a2a_task_of_another_team_is_not_found(committed_world: World) -> None:
+    """GetTask (JSON-RPC) and GET tasks/<id> (HTTP+JSON) of beta's run with alpha's token
+    find no task, through beta's agent or alpha's; alpha's own run is found."""
+    alpha, beta = committed_world["alpha"], committed_world["beta"]
+    own = _get_task(alpha.agent.slug, alpha.run.pk, alpha.token)
+    assert own.get("result", {}).get("id") == str(alpha.run.pk), own
+    for slug in (beta.agent.slug, alpha.agent.slug):
+        answer = _get_task(slug, beta.run.pk, alpha.token)
+        assert "result" not in answer, answer
+        assert str(beta.run.pk) not in json.dumps(answer) or "not found" in json.dumps(answer)
+        response = _a2a("GET", f"/a2a/{slug}/tasks/{beta.run.pk}", alpha.token)
+        assert response.status_code in (404, 403) or "not found" in response.text.lower(), (
+            slug,
+            response.status_code,
+            response.text[:300],
+        )
+        assert beta.run.status not in response.text or response.status_code == 404
+    listing = _a2a("GET", f"/a2a/{beta.agent.slug}/tasks", alpha.token)
+    assert str(beta.run.pk) not in listing.text, listing.text[:300]
