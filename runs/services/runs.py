@@ -193,6 +193,7 @@ def run_cancel(*, run: Run, actor: Actor = SYSTEM, reason: str = "") -> Run:
     return run_cancel_unchecked(run=run, actor=actor, reason=reason)
 
 
+@transaction.atomic
 def run_cancel_unchecked(*, run: Run, actor: Actor = SYSTEM, reason: str = "") -> Run:
     """`run_cancel` without the team's guards (its caller checked them, or cascades)."""
     run = Run.objects.select_for_update().get(pk=run.pk)

@@ -252,10 +252,12 @@ def _check_decision(
             "finishes: decide the child's tickets, or cancel the run"
         )
     if by_operator(actor):  # the worker's own decisions (expiry, supersede) are not guarded
-        team_id = Run.objects.filter(pk=ticket.run_id).values_list("agent__team_id", flat=True)
-        ensure_writable(team_id.first())
+        team_id = (
+            Run.objects.filter(pk=ticket.run_id).values_list("agent__team_id", flat=True).first()
+        )
+        ensure_writable(team_id)
         if action == "reject":
-            ensure_reason(team_id.first(), comment, "reject a ticket")
+            ensure_reason(team_id, comment, "reject a ticket")
     if action != "resume":
         _validate(ticket, action, arguments, payload)
 
