@@ -14,8 +14,6 @@ from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.template.loader import render_to_string
 
-from runs.models import Run
-
 logger = logging.getLogger(__name__)
 
 DASHBOARD_GROUP = "dashboard"
@@ -161,20 +159,6 @@ def _send(group: str, message: dict[str, Any]) -> None:
         logger.warning("broadcast to %s failed", group, exc_info=True)
 
 
-def team_of_run(run_id: Any) -> int | None:
-    """The team of a run's agent (None: no such run). Read on every broadcast (one
-    primary-key read): an agent may move to another team, and a cached answer would send
-    its runs' changes to the old team's sockets."""
-    return Run.objects.filter(pk=run_id).values_list("agent__team_id", flat=True).first()
-
-
-def with_team(run_id: Any, summary: dict[str, Any]) -> dict[str, Any]:
-    """`summary` carrying its run's team id (what lists filter the change by)."""
-    if "team_id" in summary:
-        return summary
-    return {**summary, "team_id": team_of_run(run_id)}
-
-
 def event_messages(
     run_id: Any, frames: list[dict[str, Any]], summary: dict[str, Any]
 ) -> list[tuple[str, dict[str, Any]]]:
@@ -183,7 +167,7 @@ def event_messages(
     messages: list[tuple[str, dict[str, Any]]] = []
     if frames:
         messages.append((run_group(run_id), {"type": "run.events", "events": frames}))
-    messages.append((DASHBOARD_GROUP, {"type": "run.changed", "run": with_team(run_id, summary)}))
+    messages.append((DASHBOARD_GROUP, {"type": "run.changed", "run": summary}))
     return messages
 
 
@@ -198,7 +182,7 @@ def broadcast_run_changed(run_id: Any, summary: dict[str, Any]) -> None:
     """Called on commit of a change that adds no event to the run's log (a ticket claimed,
     released or assigned): the run's summary to the lists and to the run's own page,
     which refetch what they show of it."""
-    message = {"type": "run.changed", "run": with_team(run_id, summary)}
+    message = {"type": "run.changed", "run": summary}
     _send(DASHBOARD_GROUP, message)
     _send(run_group(run_id), message)
 

@@ -168,7 +168,11 @@ class CommitWatcher:
         for event in events.order_by("run_id", "seq"):
             frames.setdefault(event.run_id, []).append(event.as_frame())
             first[event.run_id] = min(first.get(event.run_id, event.pk), event.pk)
-        runs = Run.objects.filter(pk__in=list(frames)).only(*SUMMARY_FIELDS)
+        runs = (
+            Run.objects.filter(pk__in=list(frames))
+            .select_related("agent")
+            .only(*SUMMARY_FIELDS, "agent__team")
+        )
         changes = [(run.pk, frames[run.pk], run_summary(run)) for run in runs]
         changes.sort(key=lambda change: first[change[0]])  # in the order they committed
         return changes

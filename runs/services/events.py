@@ -32,6 +32,7 @@ def run_summary(run: Run) -> dict[str, Any]:
         "steps": run.steps,
         "last_event_seq": run.last_event_seq,
         "updated_at": run.updated_at.isoformat(),
+        "team_id": run.agent.team_id,  # the lists' sockets pass a change on by it
     }
 
 

@@ -15,7 +15,7 @@ from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 
 from awaken_site.asgi import application
-from runs.realtime import DASHBOARD_GROUP, with_team
+from runs.realtime import DASHBOARD_GROUP
 from runs.routing import websocket_urlpatterns
 from runs.services.events import run_summary
 from tests.factories import bearer
@@ -62,9 +62,7 @@ def test_dashboard_socket_hears_only_its_team(committed_world: World) -> None:
     """A change of beta's run is not pushed to alpha's operator's dashboard; a change of
     alpha's is."""
     alpha, beta = committed_world["alpha"], committed_world["beta"]
-    # as the product broadcasts a change: the summary carries the run's team
-    beta_summary = with_team(beta.run.pk, run_summary(beta.run))
-    alpha_summary = with_team(alpha.run.pk, run_summary(alpha.run))
+    beta_summary, alpha_summary = run_summary(beta.run), run_summary(alpha.run)
     layer = get_channel_layer()
 
     async def scenario() -> None:

@@ -20,6 +20,7 @@ from runs import consumers
 from runs.models import Run, Thread, Ticket
 from runs.realtime import DASHBOARD_GROUP, event_messages
 from runs.routing import websocket_urlpatterns
+from runs.services.events import run_summary
 from tests.factories import (
     AgentFactory,
     team,
@@ -174,7 +175,7 @@ def test_run_stream_of_another_teams_run_closes_4404(two_runs):
 def test_dashboard_socket_gets_only_its_teams_run_changes(two_runs, monkeypatch):
     a, b = two_runs
     user = team_member("operator", "alpha")
-    messages = [event_messages(run.pk, [], {"id": str(run.pk)}) for run in (b, a)]
+    messages = [event_messages(run.pk, [], run_summary(run)) for run in (b, a)]
     layer = InMemoryChannelLayer()
     monkeypatch.setattr(consumers, "get_channel_layer", lambda: layer)
 
