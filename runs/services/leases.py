@@ -53,7 +53,9 @@ def _lease_until() -> Any:
 
 
 AGENT_SLUG = {
-    "agent_slug": "(SELECT slug FROM agents_agent WHERE agents_agent.id = runs_run.agent_id)"
+    "agent_slug": "(SELECT slug FROM agents_agent WHERE agents_agent.id = runs_run.agent_id)",
+    # its team: every broadcast of the run names it (runs.services.events.run_summary)
+    "agent_team_id": "(SELECT team_id FROM agents_agent WHERE agents_agent.id = runs_run.agent_id)",
 }
 
 
@@ -125,9 +127,9 @@ def run_claim(*, run_id: Any, worker: str) -> Run | None:
                 activation_close_interrupted(run, LEASE_EXPIRED)
                 metrics.lease_recovered("redelivered")
         if run is not None:
-            # the agent as it is named now (only its slug is loaded)
-            slug = run.agent_slug  # type: ignore[attr-defined]
-            run.agent = Agent.from_db(None, ["id", "slug"], [run.agent_id, slug])
+            # the agent as it is named now (only its slug and team are loaded)
+            slug, team = run.agent_slug, run.agent_team_id  # type: ignore[attr-defined]
+            run.agent = Agent.from_db(None, ["id", "slug", "team_id"], [run.agent_id, slug, team])
             apply_thread_projection(run)
         return run
 
