@@ -22,8 +22,8 @@ SETTINGS = ("name", "reason_required", "bulk_confirm_above")
 MAX_REASON = 2000
 
 
-def _team(team: Team | int) -> Team:
-    return team if isinstance(team, Team) else Team.objects.get(pk=team)
+def _team_id(team: Team | int) -> int:
+    return team.pk if isinstance(team, Team) else team
 
 
 # --- guards ------------------------------------------------------------------------------------
@@ -34,8 +34,9 @@ def ensure_writable(team: Team | int | None) -> None:
     another process set is seen at once."""
     if team is None:
         return
-    team_id = team.pk if isinstance(team, Team) else team
-    row = Team.objects.filter(pk=team_id, frozen=True).values("slug", "frozen_reason").first()
+    row = (
+        Team.objects.filter(pk=_team_id(team), frozen=True).values("slug", "frozen_reason").first()
+    )
     if row is not None:
         why = f": {row['frozen_reason']}" if row["frozen_reason"] else ""
         raise Frozen(
@@ -59,8 +60,7 @@ def ensure_reason(team: Team | int | None, reason: str, what: str) -> None:
     """Raise `InvalidInput` when the team requires a reason to `what` and none is given."""
     if team is None or (reason or "").strip():
         return
-    team_id = team.pk if isinstance(team, Team) else team
-    row = Team.objects.filter(pk=team_id, reason_required=True).values("slug").first()
+    row = Team.objects.filter(pk=_team_id(team), reason_required=True).values("slug").first()
     if row is not None:
         raise InvalidInput(f'team "{row["slug"]}" requires a reason to {what}', {"field": "reason"})
 
