@@ -2,19 +2,24 @@ import os
 
 from django.core.asgi import get_asgi_application
 
+from awaken_site import http_limits
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "awaken_site.settings")
+http_limits.install()  # long addresses reach the app, which says what is too long
 django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from awaken_site.flow_control import with_flow_control  # noqa: E402
 from runs.a2a_server import with_a2a  # noqa: E402
 from runs.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": with_a2a(django_asgi_app),
+        # streamed responses paced by what the client reads (daphne's send never waits)
+        "http": with_flow_control(with_a2a(django_asgi_app)),
         "websocket": AllowedHostsOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 
 from django.core.exceptions import ImproperlyConfigured
@@ -24,6 +25,29 @@ def env_bool(name: str, default: bool) -> bool:
     if value in _FALSE:
         return False
     raise ImproperlyConfigured(f"{name} must be a boolean (true/false), got {raw!r}")
+
+
+def env_bool_or_networks(name: str) -> bool | list[str]:
+    """false (unset), true, or a comma-separated list of IP addresses and networks
+    (`127.0.0.1,10.0.0.0/8,::1`), each checked here."""
+    raw = os.environ.get(name)
+    if raw is None:
+        return False
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    networks = [item.strip() for item in raw.split(",") if item.strip()]
+    for item in networks:
+        try:
+            ipaddress.ip_network(item)
+        except ValueError as exc:
+            raise ImproperlyConfigured(
+                f"{name} must be true, false or a comma-separated list of IP addresses and "
+                f"networks (e.g. 127.0.0.1,10.0.0.0/8); {item!r} is none of these: {exc}"
+            ) from None
+    return networks
 
 
 def env_int(name: str, default: int, *, minimum: int | None = None) -> int:

@@ -10,6 +10,10 @@ from typing import Any, cast
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.core.signals import got_request_exception
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.template.loader import render_to_string
+from django.urls import Resolver404, resolve
+
+from runs.views.forms import handles_form_errors
 
 logger = logging.getLogger(__name__)
 
@@ -104,10 +108,37 @@ def _has_nul(values: Any) -> bool:
     return any("\x00" in key or any("\x00" in v for v in vals) for key, vals in values.lists())
 
 
+NUL_MESSAGE = "A field contains a NUL character (\\u0000), which cannot be stored: remove it."
+
+
+def _form_handles_it(request: HttpRequest) -> bool:
+    """The POST goes to a page action that shows its errors inside its form (it refuses
+    the NUL there, keeping what was typed): runs.views.forms.page_action."""
+    try:
+        match = resolve(request.path_info)
+    except Resolver404:
+        return False
+    return handles_form_errors(match.func)
+
+
+def bad_request_page(request: HttpRequest, message: str) -> HttpResponse:
+    """A 400 for the pages as HTML: a flash for htmx (swapped where the request pointed),
+    a small page with a way back otherwise. No user is known yet at this depth."""
+    template = (
+        "runs/partials/flash.html"
+        if request.headers.get("HX-Request") == "true"
+        else "bad_request.html"
+    )
+    html = render_to_string(template, {"level": "error", "text": message})
+    return HttpResponse(html, status=400)
+
+
 class RejectNulMiddleware(_SyncAndAsync):
     """400 for a NUL character in a query-string or form field: PostgreSQL refuses NUL in
     text, so a filter or a form value carrying one would reach the database and fail
-    there as a 500. JSON bodies are checked by the API's parser."""
+    there as a 500. A form posted to a page action that shows its own errors
+    (runs.views.forms.page_action) goes through: it refuses the NUL inside the form.
+    JSON bodies are checked by the API's parser."""
 
     def __call__(self, request: HttpRequest) -> Any:
         if self.async_mode:
@@ -122,7 +153,11 @@ class RejectNulMiddleware(_SyncAndAsync):
             "application/x-www-form-urlencoded",
             "multipart/form-data",
         )
-        if not (_has_nul(request.GET) or (form and _has_nul(request.POST))):
+        refused = _has_nul(request.GET) or (
+            form and _has_nul(request.POST) and not _form_handles_it(request)
+        )
+        if not refused:
             return None
-        message = "A field contains a NUL character, which cannot be stored."
-        return error_response(request, 400, "parse_error", message)
+        if request.path.startswith("/api/"):
+            return error_response(request, 400, "parse_error", NUL_MESSAGE)
+        return bad_request_page(request, NUL_MESSAGE)

@@ -11,7 +11,7 @@ import dj_database_url
 from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 
-from .env import env_bool, env_float, env_int, env_list, env_str
+from .env import env_bool, env_bool_or_networks, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("AWAKEN_VAR_DIR", str(BASE_DIR / "var")))
@@ -167,6 +167,10 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_RESULT_BACKEND = None
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Notifications are sent by their own worker (`celery worker -Q notifications`, the
+# Procfile's `notify`), so a receiver that hangs never holds a slot runs need; run
+# workers consume the default queue only (`-Q celery`).
+CELERY_TASK_ROUTES = {"runs.deliver_notifications": {"queue": "notifications"}}
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
 # Celery's Django fix-up closes every database connection, and under prefork the whole
 # connection pool, before and after each task: a new PostgreSQL connection per run. This
@@ -222,12 +226,21 @@ CELERY_BEAT_SCHEDULE = {
 AWAKEN_HTTP_GET_ALLOW_PRIVATE = env_bool("AWAKEN_HTTP_GET_ALLOW_PRIVATE", False)
 AWAKEN_HTTP_GET_TIMEOUT = env_float("AWAKEN_HTTP_GET_TIMEOUT", 10.0, minimum=0.1)
 AWAKEN_HTTP_GET_MAX_BYTES = env_int("AWAKEN_HTTP_GET_MAX_BYTES", 200_000, minimum=1)
+# How large what people send may be, in characters (common/limits.py): a message's text,
+# a ticket's answer or edited arguments (as JSON), a comment or a reason.
+AWAKEN_MAX_MESSAGE_CHARS = env_int("AWAKEN_MAX_MESSAGE_CHARS", 32_000, minimum=1)
+AWAKEN_MAX_ANSWER_CHARS = env_int("AWAKEN_MAX_ANSWER_CHARS", 32_000, minimum=1)
+AWAKEN_MAX_COMMENT_CHARS = env_int("AWAKEN_MAX_COMMENT_CHARS", 2_000, minimum=1)
 # Fernet keys (comma-separated, newest first) encrypting provider and endpoint secrets at
 # rest; older keys still decrypt, so keys rotate by prepending. Empty: derived from
 # SECRET_KEY (fine for the embedded default, set it in production).
 AWAKEN_ENCRYPTION_KEYS = env_list("AWAKEN_ENCRYPTION_KEYS", [])
 # Remote A2A endpoints on private, loopback or link-local addresses (tests, on-prem agents).
 AWAKEN_ENDPOINTS_ALLOW_PRIVATE = env_bool("AWAKEN_ENDPOINTS_ALLOW_PRIVATE", False)
+# Model providers (OpenAI-compatible base URLs) on non-public addresses: false (default),
+# true (any), or the addresses and networks allowed, e.g. 127.0.0.1,::1 for Ollama or
+# vLLM on this machine, 10.20.0.0/16 for a GPU network (README: Model providers).
+AWAKEN_PROVIDERS_ALLOW_PRIVATE = env_bool_or_networks("AWAKEN_PROVIDERS_ALLOW_PRIVATE")
 # Notifications (docs/notifications.md): a failed delivery is retried after
 # base * 2^(attempt-1) seconds (capped at max, with jitter) until it has had MAX_ATTEMPTS;
 # webhook targets on private, loopback or link-local addresses only with ALLOW_PRIVATE.
@@ -238,6 +251,10 @@ AWAKEN_NOTIFY_RETRY_MAX_SECONDS = env_float("AWAKEN_NOTIFY_RETRY_MAX_SECONDS", 3
 # before it is sent (at most 60; 0 sends it at once).
 AWAKEN_KEY_UNDO_SECONDS = env_float("AWAKEN_KEY_UNDO_SECONDS", 5.0, minimum=0.0)
 AWAKEN_NOTIFY_TIMEOUT = env_float("AWAKEN_NOTIFY_TIMEOUT", 10.0, minimum=0.1)
+# The circuit breaker per destination: after this many failed attempts in a row nothing
+# is sent to it for CIRCUIT_SECONDS (its deliveries wait, unattempted), then one is tried.
+AWAKEN_NOTIFY_CIRCUIT_FAILURES = env_int("AWAKEN_NOTIFY_CIRCUIT_FAILURES", 5, minimum=1)
+AWAKEN_NOTIFY_CIRCUIT_SECONDS = env_float("AWAKEN_NOTIFY_CIRCUIT_SECONDS", 60.0, minimum=0.1)
 AWAKEN_NOTIFY_ALLOW_PRIVATE = env_bool("AWAKEN_NOTIFY_ALLOW_PRIVATE", False)
 # How long a process trusts that no rule or subscription exists (opening a ticket then
 # costs no query); 0 asks every time. Changes made in this process apply at once.
@@ -426,6 +443,9 @@ AWAKEN_DASHBOARD_CACHE_SECONDS = env_float("AWAKEN_DASHBOARD_CACHE_SECONDS", 2.0
 # Most rows a CSV export (the runs list, the audit log) writes; a longer one stops there
 # and ends with a "# truncated" row (docs/exports.md).
 AWAKEN_EXPORT_MAX_ROWS = env_int("AWAKEN_EXPORT_MAX_ROWS", 100_000, minimum=1)
+# A streamed response (an export, an event stream) whose client takes nothing for this
+# many seconds is cut off (awaken_site/flow_control.py, docs/exports.md).
+AWAKEN_STREAM_STALL_SECONDS = env_float("AWAKEN_STREAM_STALL_SECONDS", 300.0, minimum=1.0)
 API_THROTTLE_RATE = env_str("API_THROTTLE_RATE", "600/min")
 if not re.fullmatch(r"\d+/(s|sec|m|min|h|hour|d|day)", API_THROTTLE_RATE):
     raise ImproperlyConfigured(

@@ -29,7 +29,9 @@ from django.core.exceptions import SuspiciousOperation
 from django.core.validators import validate_email
 from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
 from django.urls import reverse
+from django.utils.cache import add_never_cache_headers
 from django.utils.decorators import method_decorator
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
@@ -551,7 +553,13 @@ class SSOCallbackView(OIDCAuthenticationCallbackView):
 
 class LogoutView(auth_views.LogoutView):
     """Ends the session; a user who came through single sign-on then goes to the
-    provider's end_session_endpoint (when it has one) to sign out there too."""
+    provider's end_session_endpoint (when it has one) to sign out there too.
+
+    Not by redirecting the logout form's POST there: the pages' Content-Security-Policy
+    (`form-action 'self'`) governs every redirect that follows a form submission, so the
+    browser would refuse the hop to the provider and its session would live on (the next
+    "Sign in" going straight through). The POST ends on a page of this site, which sends
+    the browser on to the provider (a refresh, and a link), a navigation of its own."""
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         id_token = request.session.get("oidc_id_token")
@@ -571,4 +579,11 @@ class LogoutView(auth_views.LogoutView):
                 "post_logout_redirect_uri": request.build_absolute_uri(reverse("login")),
             }
         )
-        return HttpResponseRedirect(f"{endpoint}{'&' if '?' in endpoint else '?'}{query}")
+        provider_logout = f"{endpoint}{'&' if '?' in endpoint else '?'}{query}"
+        page = render(
+            request,
+            "registration/sso_logout.html",
+            {"provider_logout": provider_logout, "sso_name": settings.OIDC_PROVIDER_NAME},
+        )
+        add_never_cache_headers(page)  # the URL carries the id token as its hint
+        return page

@@ -13,6 +13,9 @@
    and the SQL query count, beside the same request's query count on a 1,000-run
    database (goal: p50 < 50 ms, p99 < 200 ms, the same count). Requests slower than
    the goal get the EXPLAIN (ANALYZE, BUFFERS) of their slowest SQL statement.
+   Then the heaviest pages (dashboard and its stats partial, inbox, the 20,000-event run
+   page, the admin change lists of tickets and audit entries) through daphne over HTTP
+   (scale_daphne.py): p50 / p99 and the body's size, the same goal.
 3. POST /api/v1/runs on the million-run database against a freshly migrated empty one,
    interleaved (goal: p50 ratio <= 1.3).
 4. Retention while serving: `manage.py prune_runs` removes ~100,000 old runs while a
@@ -20,13 +23,15 @@
    (goal: neither waits more than 200 ms above its own baseline).
 5. bench/ws_fanout.py, when it exists, as a subprocess.
 
-Connections: one in-process; three during the retention phase (reader, writer, the
-prune command). The second database (<name>_empty) is dropped and recreated every time:
-empty for step 3, then loaded at scale 0.001 as the reference of the query counts.
+Connections: one in-process (and daphne's pool during step 2); three during the
+retention phase (reader, writer, the prune command). The second database (<name>_empty)
+is dropped and recreated every time: empty for step 3, then loaded at scale 0.001 as the
+reference of the query counts.
 See bench/README.md.
 
 The phases live beside this entry point: scale_setup.py (databases, Django, the data
 set), scale_specs.py and scale_pages.py (what is requested, how it is measured),
+scale_daphne.py (the heaviest pages over HTTP),
 scale_posts.py, scale_retention.py, scale_report.py (the summary table). Django and the
 application are imported inside functions only: they need django.setup(), which
 scale_setup.configure_django() runs after setting the environment.
@@ -50,6 +55,7 @@ if str(ROOT) not in sys.path:
 
 from bench import scale_data  # noqa: E402
 from bench.common import BenchError, fmt_load, print_header  # noqa: E402
+from bench.scale_daphne import measure_daphne  # noqa: E402
 from bench.scale_pages import SAMPLES, measure_pages  # noqa: E402
 from bench.scale_posts import POSTS, measure_posts  # noqa: E402
 from bench.scale_report import Row, page_rows, print_table  # noqa: E402
@@ -83,6 +89,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--prune-batch-size", type=int, default=None, help="default: the command's own"
     )
+    parser.add_argument("--skip-daphne", action="store_true", help="no pages through daphne")
     parser.add_argument("--skip-retention", action="store_true")
     parser.add_argument("--skip-ws", action="store_true", help="do not run bench/ws_fanout.py")
     return parser.parse_args()
@@ -146,6 +153,10 @@ def measure_all(
     load_reference(dbs, empty)
     results = measure_pages(big, empty, args.samples)
     rows = page_rows(results) + rows
+    if args.skip_daphne:
+        rows.append(Row("the heaviest pages through daphne", "skipped (--skip-daphne)", "", "n/a"))
+    else:
+        rows += measure_daphne(big, args.samples)
     if args.skip_retention:
         rows.append(Row("retention while serving", "skipped (--skip-retention)", "", "n/a"))
     else:

@@ -167,7 +167,8 @@ def runs_filter_specs(api: bool, api_names: dict[str, str]) -> list[Spec]:
 
 
 def ui_list_specs() -> list[Spec]:
-    """The other pages: the inbox, the audit log and threads lists, the big objects."""
+    """The other pages: the inbox, the audit log and threads lists, the big objects, the
+    admin change lists of tickets and audit entries."""
     return [
         fixed("/inbox/", False, "/inbox/"),
         fixed("/audit/", False, "/audit/"),
@@ -184,6 +185,8 @@ def ui_list_specs() -> list[Spec]:
             False,
             lambda t: f"/threads/{t.fixtures['big_thread']}/",
         ),
+        fixed("/admin/runs/ticket/ (change list)", False, "/admin/runs/ticket/"),
+        fixed("/admin/common/auditentry/ (change list)", False, "/admin/common/auditentry/"),
     ]
 
 

@@ -100,6 +100,29 @@ def scope(queryset: QuerySet, user: Any, path: str, perm: str = VIEW_RUN) -> Que
     return queryset.filter(**{f"{path}__in": teams})
 
 
+def allowed_unfrozen(user: Any, perm: str, obj: Any = None) -> bool:
+    """Whether `user`'s roles allow `perm` on `obj` (without `obj`: somewhere) were the
+    team not frozen: the pages show a frozen team's actions disabled, with the reason,
+    to those whose role would allow them, and answer them 409 rather than 403."""
+    if not _active(user):
+        return False
+    if site_wide(user, perm):
+        return True
+    roles = team_roles(user)
+    if obj is None:
+        return any(perm in ROLE_PERMS[role] for role in roles.values())
+    owner = team_id_of(obj)
+    return owner in roles and perm in ROLE_PERMS[roles[owner]]
+
+
+def frozen_team_of(user: Any, obj: Any) -> Team | None:
+    """The team of `obj` when it is in an incident freeze (one query, only then)."""
+    owner = team_id_of(obj)
+    if owner is None or owner not in frozen_teams(user):
+        return None
+    return Team.objects.filter(pk=owner, frozen=True).first()
+
+
 class TeamRoleBackend(BaseBackend):
     """Permissions from team memberships (and, for an object, from the role groups too:
     Django's ModelBackend answers nothing for objects). Authenticates no one."""

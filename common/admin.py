@@ -6,6 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
+from django.contrib.auth.admin import GroupAdmin, UserAdmin
+from django.contrib.auth.models import Group, User
+from django.core.exceptions import PermissionDenied
 
 from common.access import site_wide
 from common.audit import audit_record, request_actor
@@ -18,6 +22,25 @@ def _site_admin(request: Any) -> bool:
     return site_wide(request.user, CHANGE_TEAM)
 
 
+class PermissionFirstHistory(admin.ModelAdmin):
+    """The history page checks the permission before it looks the row up, as the change
+    and delete pages do: a row the user may not see answers 403 as an unknown id does
+    (Django's history page redirects for an unknown id but refuses an existing row, which
+    tells that the row exists)."""
+
+    def history_view(self, request: Any, object_id: str, extra_context: Any = None) -> Any:
+        if not self.has_view_or_change_permission(
+            request, self.get_object(request, unquote(object_id))
+        ):
+            raise PermissionDenied
+        return super().history_view(request, object_id, extra_context)
+
+
+def _writable(obj: Any) -> bool:
+    """A frozen team's settings and members are read-only until the freeze is lifted."""
+    return not (isinstance(obj, Team) and obj.frozen)
+
+
 class MembershipInline(admin.TabularInline):
     model = Membership
     extra = 1
@@ -25,9 +48,18 @@ class MembershipInline(admin.TabularInline):
     readonly_fields = ("source",)
     autocomplete_fields = ()
 
+    def has_add_permission(self, request: Any, obj: Any = None) -> bool:
+        return _writable(obj) and super().has_add_permission(request, obj)
+
+    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
+        return _writable(obj) and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request: Any, obj: Any = None) -> bool:
+        return _writable(obj) and super().has_delete_permission(request, obj)
+
 
 @admin.register(Team)
-class TeamAdmin(admin.ModelAdmin):
+class TeamAdmin(PermissionFirstHistory):
     list_display = ("slug", "name", "reason_required", "bulk_confirm_above", "frozen")
     search_fields = ("slug", "name")
     readonly_fields = ("frozen", "frozen_reason", "frozen_at", "frozen_by")
@@ -41,7 +73,7 @@ class TeamAdmin(admin.ModelAdmin):
         return _site_admin(request)
 
     def has_change_permission(self, request: Any, obj: Any = None) -> bool:
-        return _site_admin(request)
+        return _site_admin(request) and _writable(obj)
 
     def has_add_permission(self, request: Any) -> bool:
         return _site_admin(request)
@@ -87,3 +119,18 @@ class TeamAdmin(admin.ModelAdmin):
 
 
 SETTINGS = ("name", "reason_required", "bulk_confirm_above")
+
+
+# Django's own user and group pages, with the history page checked the same way
+admin.site.unregister(User)
+admin.site.unregister(Group)
+
+
+@admin.register(User)
+class AccountAdmin(PermissionFirstHistory, UserAdmin):
+    pass
+
+
+@admin.register(Group)
+class RoleGroupAdmin(PermissionFirstHistory, GroupAdmin):
+    pass

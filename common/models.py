@@ -71,6 +71,8 @@ class AuditEntry(models.Model):
                 fields=["actor_label", "-created_at", "-id"], name="audit_actor_recent_idx"
             ),
             models.Index(fields=["team", "-created_at", "-id"], name="audit_team_recent_idx"),
+            # the admin's filter by source (and its values)
+            models.Index(fields=["source", "-created_at", "-id"], name="audit_source_recent_idx"),
         ]
 
     def __str__(self) -> str:

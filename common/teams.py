@@ -12,11 +12,11 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from common.access import forget, site_wide, team_id_of, team_roles
+from common import limits
+from common.access import allowed_unfrozen, forget, site_wide, team_id_of, team_roles
 from common.audit import Actor, audit_record
 from common.errors import ConfirmationRequired, Forbidden, Frozen, InvalidInput, NotFound
-from common.models import Membership, Role, Team
-from common.roles import ROLE_PERMS
+from common.models import Membership, Role, Team, default_team_id
 
 SETTINGS = ("name", "reason_required", "bulk_confirm_above")
 MAX_REASON = 2000
@@ -57,7 +57,9 @@ def by_operator(actor: Actor) -> bool:
 
 
 def ensure_reason(team: Team | int | None, reason: str, what: str) -> None:
-    """Raise `InvalidInput` when the team requires a reason to `what` and none is given."""
+    """Raise `InvalidInput` when the team requires a reason to `what` and none is given,
+    or when the reason is longer than AWAKEN_MAX_COMMENT_CHARS (common/limits.py)."""
+    limits.check_chars(reason, limits.comment_chars(), "reason", "the reason")
     if team is None or (reason or "").strip():
         return
     row = Team.objects.filter(pk=_team_id(team), reason_required=True).values("slug").first()
@@ -100,13 +102,8 @@ def ensure_not_frozen_only(user: Any, perm: str, obj: Any) -> None:
     """For a refused object check: raise `Frozen` when the user's role would allow `perm`
     on `obj` and only its team's freeze refuses it (409 saying why rather than 403)."""
     team_id = team_id_of(obj)
-    if team_id is not None and _role_allows(user, perm, team_id):
+    if team_id is not None and allowed_unfrozen(user, perm, team_id):
         ensure_writable(team_id)
-
-
-def _role_allows(user: Any, perm: str, team_id: int) -> bool:
-    role = team_roles(user).get(team_id)
-    return site_wide(user, perm) or (role is not None and perm in ROLE_PERMS[role])
 
 
 # --- settings and freeze -----------------------------------------------------------------------
@@ -118,6 +115,7 @@ def team_update(*, team: Team, actor: Actor, **changes: Any) -> Team:
     if unknown:
         raise InvalidInput(f"unknown team setting(s): {', '.join(sorted(unknown))}")
     team = Team.objects.select_for_update().get(pk=team.pk)
+    ensure_writable(team)  # a frozen team's settings wait for the freeze to be lifted
     if "name" in changes:
         name = str(changes["name"] or "").strip()
         if not name or len(name) > 200:
@@ -273,7 +271,9 @@ def ensure_manage(user: Any, team: Team) -> None:
 
 def member_set_local(*, team: Team, username: str, role: str, actor: Actor) -> Membership:
     """Give `username` `role` in `team` as a local member; an SSO member's role comes
-    from the identity provider and is refused here."""
+    from the identity provider and is refused here, and so is any change while the team
+    is frozen (its members stay as they were during the incident)."""
+    ensure_writable(team)
     user = get_user_model().objects.filter(username=username).first()
     if user is None:
         raise InvalidInput(f"no user named {username!r}", {"field": "username"})
@@ -288,6 +288,7 @@ def member_set_local(*, team: Team, username: str, role: str, actor: Actor) -> M
 
 
 def member_remove_local(*, team: Team, username: str, actor: Actor) -> None:
+    ensure_writable(team)
     membership = (
         Membership.objects.select_related("team", "user")
         .filter(team=team, user__username=username)
@@ -300,3 +301,31 @@ def member_remove_local(*, team: Team, username: str, actor: Actor) -> None:
             f"{username}'s membership of {team.slug} comes from the identity provider"
         )
     membership_remove(membership=membership, actor=actor)
+
+
+def team_for_new(user: Any, perm: str, slug: str, what: str) -> Team:
+    """The team a new object of `user`'s goes to, where they may `perm`: the team `slug`
+    names, else their only such team; a site-wide role without `slug`: the default team.
+    A slug of a team they cannot see is refused as an unknown one is (InvalidInput,
+    "no team"); a team they see but may not `perm` in is Forbidden (Frozen when only its
+    freeze refuses); several teams and no slug is InvalidInput naming them."""
+    slug = (slug or "").strip()
+    if slug:
+        team = teams_visible(user).filter(slug=slug).first()
+        if team is None:
+            raise InvalidInput(f"no team {slug!r}", {"team": [slug]})
+    elif site_wide(user, perm):
+        team = Team.objects.get(pk=default_team_id())
+    else:
+        allowed = [team_id for team_id in team_roles(user) if allowed_unfrozen(user, perm, team_id)]
+        if not allowed:
+            raise Forbidden(f"you may not {what} in any team")
+        if len(allowed) > 1:
+            slugs = sorted(Team.objects.filter(pk__in=allowed).values_list("slug", flat=True))
+            raise InvalidInput(
+                f"you may {what} in several teams ({', '.join(slugs)}): name one in `team`",
+                {"team": slugs},
+            )
+        team = Team.objects.get(pk=allowed[0])
+    ensure_may(user, perm, team, f'{what} in team "{team.slug}"')
+    return team

@@ -11,6 +11,8 @@ from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
+from django.db.models import CharField, OuterRef, Subquery, Value
+from django.db.models.functions import Cast, Concat
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
@@ -25,6 +27,7 @@ from common.audit import request_actor
 from common.errors import ServiceError
 from runs.models import (
     NotificationChannel,
+    NotificationCircuit,
     NotificationDelivery,
     NotificationEvent,
     NotificationRule,
@@ -46,6 +49,28 @@ WRITE_ONLY = forms.PasswordInput(render_value=False, attrs={"autocomplete": "new
 
 def email_list(raw: str) -> list[str]:
     return [address.strip() for address in (raw or "").split(",") if address.strip()]
+
+
+def with_circuit(channels: Any) -> Any:
+    """Channels with their circuit's state (docs/notifications.md), in the same query."""
+    circuit = NotificationCircuit.objects.filter(
+        destination=Concat(Value("channel:"), Cast(OuterRef("pk"), CharField()))
+    )
+    return channels.annotate(
+        circuit_open_until=Subquery(circuit.values("open_until")[:1]),
+        circuit_failures=Subquery(circuit.values("failures")[:1]),
+        circuit_error=Subquery(circuit.values("last_error")[:1]),
+    )
+
+
+def circuit_state(open_until: Any, failures: int, error: str) -> str:
+    excerpt = error if len(error) <= 120 else error[:117] + "…"
+    if open_until is not None and open_until > timezone.now():
+        when = timezone.localtime(open_until).strftime("%Y-%m-%d %H:%M:%S")
+        return f"paused until {when} after {failures} failures in a row: {excerpt}"
+    if failures:
+        return f"{failures} failed attempt(s) in a row: {excerpt}"
+    return "ok"
 
 
 class NotificationChannelForm(forms.ModelForm):
@@ -150,17 +175,30 @@ class NotificationChannelAdmin(TeamAdmin):
 
     form = NotificationChannelForm
     team_path = None
-    list_display = ("name", "kind", "target", "secret_stored", "enabled", "updated_at")
+    list_display = ("name", "kind", "target", "secret_stored", "enabled", "sending", "updated_at")
     list_filter = ("kind", "enabled")
     search_fields = ("name", "url_display", "email_to")
-    readonly_fields = ("url_state", "secret_state", "created_at", "updated_at")
+    readonly_fields = ("url_state", "secret_state", "sending", "created_at", "updated_at")
     fieldsets = (
-        (None, {"fields": ("name", "kind", "enabled")}),
+        (None, {"fields": ("name", "kind", "enabled", "sending")}),
         ("Webhook and Slack", {"fields": ("url_state", "url")}),
         ("Signing (webhooks)", {"fields": ("secret_state", "signing_secret", "generate_secret")}),
         ("Email", {"fields": ("email_to",)}),
         ("Record", {"fields": ("created_at", "updated_at")}),
     )
+
+    def get_queryset(self, request: HttpRequest) -> Any:
+        return with_circuit(super().get_queryset(request))
+
+    @admin.display(description="sending")
+    def sending(self, obj: NotificationChannel) -> str:
+        """Its circuit breaker (docs/notifications.md): open (nothing sent until a time),
+        failing (failed attempts in a row) or ok."""
+        return circuit_state(
+            getattr(obj, "circuit_open_until", None),
+            getattr(obj, "circuit_failures", None) or 0,
+            getattr(obj, "circuit_error", None) or "",
+        )
 
     @admin.display(description="target")
     def target(self, obj: NotificationChannel) -> str:

@@ -1,5 +1,5 @@
 """Websocket streams: one run's events at `ws/runs/<id>/?after_seq=N`, and list-level
-changes at `ws/dashboard/`.
+changes at `ws/dashboard/` (which run changed; which thread's pending input changed).
 
 Broadcasts reach a socket through its process's hub (runs/fanout.py), which is the
 group's one member for all the sockets of that process and renders each event row once;
@@ -322,3 +322,6 @@ class DashboardConsumer(fanout.Follower, AsyncJsonWebsocketConsumer):
         team, text = item
         if self.teams is None or team in self.teams:  # another team's run: not delivered
             await self.send(text_data=text)
+
+    async def on_thread_text(self, item: tuple[int | None, str]) -> None:
+        await self.on_run_text(item)  # the same team filter: another team's thread is not sent

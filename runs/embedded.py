@@ -1,6 +1,12 @@
 """The embedded default: a Celery worker on the in-memory broker, a sweep thread, the
-schedules' one-second tick and the notifications' retry tick, all inside the current
-process (`manage.py serve`, `run_agent`, `decide`)."""
+schedules' one-second tick and the notification senders, all inside the current process
+(`manage.py serve`, `run_agent`, `decide`).
+
+Notifications are sent by threads of their own (NOTIFY_SENDERS), never by the worker's
+run threads: a receiver that hangs holds one sender, not a run's slot. They drain when an
+event queues something (`kick_drain` rings their doorbell here instead of the
+`notifications` queue, which no embedded worker consumes) and every NOTIFY_TICK_SECONDS
+for the retries."""
 
 from __future__ import annotations
 
@@ -15,13 +21,14 @@ from django.conf import settings
 from django.db import connection
 
 from runs.services.execution import runs_sweep
-from runs.services.notifications import notifications_drain
+from runs.services.notifications import doorbell, notifications_drain
 from runs.services.schedules import TICK_SECONDS, schedules_fire_due
 
 logger = logging.getLogger(__name__)
 _lock = threading.Lock()
 _running: EmbeddedWorker | None = None
 NOTIFY_TICK_SECONDS = 2.0  # as `celery beat` sends it in the distributed mode
+NOTIFY_SENDERS = 2  # threads sending notifications, each to another destination
 
 
 def _every(seconds: float, work: Callable[[], object], what: str, stop: threading.Event) -> None:
@@ -33,6 +40,22 @@ def _every(seconds: float, work: Callable[[], object], what: str, stop: threadin
                 work()
             except Exception:
                 logger.warning("%s failed", what, exc_info=True)
+    finally:
+        connection.close()
+
+
+def _send_notifications(bell: threading.Event, stop: threading.Event) -> None:
+    """Drain the notifications when the doorbell rings, and every tick."""
+    try:
+        while not stop.is_set():
+            bell.wait(NOTIFY_TICK_SECONDS)
+            if stop.is_set():
+                break
+            bell.clear()
+            try:
+                notifications_drain()
+            except Exception:
+                logger.warning("sending notifications failed", exc_info=True)
     finally:
         connection.close()
 
@@ -49,6 +72,7 @@ class EmbeddedWorker:
         app = current_app._get_current_object()
         app.finalize()
         self._stop = threading.Event()
+        self._bell = threading.Event()
         self.worker = WorkController(
             app=app,
             pool="threads",
@@ -64,16 +88,27 @@ class EmbeddedWorker:
             _ticker("sweep", settings.AWAKEN_SWEEP_SECONDS, runs_sweep, self._stop),
             # the schedules' tick (what `celery beat` sends in the distributed mode)
             _ticker("schedules", TICK_SECONDS, schedules_fire_due, self._stop),
-            # the notifications' retries (kicks after each event go through the worker)
-            _ticker("notifications", NOTIFY_TICK_SECONDS, notifications_drain, self._stop),
+            *(
+                threading.Thread(
+                    target=_send_notifications,
+                    args=(self._bell, self._stop),
+                    daemon=True,
+                    name=f"embedded-notifications-{n}",
+                )
+                for n in range(NOTIFY_SENDERS)
+            ),
         ]
 
     def start(self) -> None:
+        doorbell.local = self._bell
         for thread in self._threads:
             thread.start()
 
     def stop(self, timeout: float = 10.0) -> None:
         self._stop.set()
+        self._bell.set()
+        if doorbell.local is self._bell:
+            doorbell.local = None
         self.worker.stop()
         for thread in self._threads:
             thread.join(timeout)

@@ -131,6 +131,10 @@ class Follower:
         some teams only (the dashboard socket) filter on the team; by default, as text."""
         await self.on_text(item[1])
 
+    async def on_thread_text(self, item: tuple[int | None, str]) -> None:
+        """A thread's change that is no run's (its pending input): its team id and the
+        ready frame. Only the pages of one thread want it; by default, nothing."""
+
     def on_resync(self) -> None:
         """Broadcasts may have been lost (the layer failed, or the group was joined only
         after some retries): read the log again."""
@@ -212,6 +216,10 @@ class Topic:
         elif kind == "run.changed":
             run = message["run"]
             self._post(("run", (run.get("team_id"), json.dumps({"type": "run", "run": run}))))
+        elif kind == "thread.changed":
+            thread = message["thread"]
+            text = json.dumps({"type": "thread", "thread": thread})
+            self._post(("thread", (thread.get("team_id"), text)))
         else:
             logger.debug("%s: ignored a %r message", self.group, kind)
 
@@ -243,6 +251,9 @@ class Topic:
                 elif kind == "run":  # rendered once; each follower filters by team
                     outbox.popleft()
                     await self._each("on_run_text", item)
+                elif kind == "thread":
+                    outbox.popleft()
+                    await self._each("on_thread_text", item)
                 else:
                     outbox.popleft()
                     for follower in list(self.followers):

@@ -35,6 +35,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.db.models import Count
+from django.utils import timezone
 from prometheus_client import (
     CollectorRegistry,
     Counter,
@@ -48,7 +49,7 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
 from agents.models import Agent
-from runs.models import NotificationDelivery, Run, Ticket
+from runs.models import NotificationCircuit, NotificationDelivery, Run, Ticket
 from runs.services.stats import outcome as run_outcome
 
 logger = logging.getLogger(__name__)
@@ -193,10 +194,16 @@ def run_finished(
     _after_commit(record)
 
 
-def run_failed(run: Run) -> None:
-    """`run_fail` ended a run: the agent's slug from the process's cache."""
+def run_ended(run: Run) -> None:
+    """A service ended a run outside a worker's checkpoint (`run_fail`, or cancelling a run
+    nobody executes): the agent's slug from the process's cache; a run that never started
+    lasted from its creation, as a checkpoint counts it."""
     run_finished(
-        agent_slug(run.agent_id), run.status, run.status_reason, run.started_at, run.finished_at
+        agent_slug(run.agent_id),
+        run.status,
+        run.status_reason,
+        run.started_at or run.created_at,
+        run.finished_at,
     )
 
 
@@ -315,9 +322,11 @@ def websocket_closed(kind: str) -> None:
 
 class DatabaseCollector(Collector):
     """Open tickets by agent and tool, due runs no worker has claimed, notifications
-    being retried: three queries, each reading a partial index whose size is the number
-    of open things (pending tickets, due runs, pending deliveries), not of all rows, and
-    at most once per `ttl` seconds per process however many scrapers ask."""
+    being retried, notification destinations paused by their circuit breaker: four
+    queries, each reading a partial index whose size is the number of open things
+    (pending tickets, due runs, pending deliveries) or a table of one row per destination,
+    not of all rows, and at most once per `ttl` seconds per process however many
+    scrapers ask."""
 
     def __init__(self, ttl: Callable[[], float]) -> None:
         self.ttl = ttl
@@ -371,6 +380,11 @@ class DatabaseCollector(Collector):
                 "awaken_notifications_retrying",
                 "Notification deliveries whose last attempt failed and that will be retried.",
                 value=retrying.count(),
+            ),
+            GaugeMetricFamily(
+                "awaken_notification_circuits_open",
+                "Notification destinations paused by their circuit breaker.",
+                value=NotificationCircuit.objects.filter(open_until__gt=timezone.now()).count(),
             ),
         ]
 

@@ -10,7 +10,8 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.template.loader import render_to_string
 
 from agents.models import Agent
-from common.access import visible_teams
+from common.access import allowed_unfrozen, frozen_team_of, visible_teams
+from common.teams import ensure_not_frozen_only
 
 VIEW = "runs.view_run"
 START = "runs.start_run"
@@ -26,19 +27,31 @@ VIEW_INPUT = "runs.view_pendinginput"
 EDIT_INPUT = "runs.edit_pendinginput"
 
 
-def capabilities(user: Any, obj: Any = None) -> dict[str, bool]:
+ACTIONS = {
+    "start": START,
+    "cancel": CANCEL,
+    "retry": RETRY,
+    "decide": DECIDE,
+    "prioritize": PRIORITIZE,
+    "edit_input": EDIT_INPUT,
+}
+
+
+def capabilities(user: Any, obj: Any = None) -> dict[str, Any]:
     """What the templates may offer; the views check again on every request. With `obj`
     (a run, ticket, thread, agent ...) the role in that object's team decides; without,
-    "may somewhere"."""
-    return {
-        "start": user.has_perm(START, obj),
-        "cancel": user.has_perm(CANCEL, obj),
-        "retry": user.has_perm(RETRY, obj),
-        "decide": user.has_perm(DECIDE, obj),
-        "audit": user.has_perm(AUDIT, obj),
-        "prioritize": user.has_perm(PRIORITIZE, obj),
-        "edit_input": user.has_perm(EDIT_INPUT, obj),
-    }
+    "may somewhere". When `obj`'s team is frozen, `frozen` is that team and the actions
+    the role would allow stay offered: the templates show them disabled, with why."""
+    frozen = frozen_team_of(user, obj) if obj is not None else None
+    if frozen is not None:
+        can: dict[str, Any] = {
+            name: allowed_unfrozen(user, perm, obj) for name, perm in ACTIONS.items()
+        }
+    else:
+        can = {name: user.has_perm(perm, obj) for name, perm in ACTIONS.items()}
+    can["audit"] = user.has_perm(AUDIT, obj)
+    can["frozen"] = frozen
+    return can
 
 
 def may_see(user: Any, obj: Any, perm: str = VIEW) -> bool:
@@ -67,9 +80,12 @@ def visible_agent_ids(user: Any, perm: str = VIEW) -> list[int] | None:
 
 def denied(request: HttpRequest, perm: str, obj: Any, what: str) -> HttpResponse | None:
     """404 when the user may not see `obj`, a 403 response when they may see it but their
-    role in its team does not allow `perm`; None when allowed."""
+    role in its team does not allow `perm`; None when allowed. When only the team's
+    freeze refuses it, raises `Frozen` (409 team_frozen): the caller is a page action
+    (runs.views.forms.page_action) that shows it inside its form."""
     visible_or_404(request.user, obj)
     if not request.user.has_perm(perm, obj):
+        ensure_not_frozen_only(request.user, perm, obj)
         return forbidden(request, what)
     return None
 
@@ -87,7 +103,9 @@ def require(
     def decorator(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
         @wraps(view)
         def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-            if not request.user.has_perm(perm):
+            # a role that allows it only in frozen teams goes on: the object's check
+            # answers 409 team_frozen there
+            if not request.user.has_perm(perm) and not allowed_unfrozen(request.user, perm):
                 return forbidden(request, what)
             return view(request, *args, **kwargs)
 

@@ -4,6 +4,7 @@ refresh, the database event log is the truth (runs/README.md)."""
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import logging
 import os
@@ -30,7 +31,11 @@ class _Broadcaster:
     new Redis connection every time (about 5 ms each, measured by bench/). Here the
     messages go through a FIFO queue on a background loop that keeps its connections,
     and the caller does not wait: the layer is a hint, the database log is the truth.
+    A process that exits right after its commit (a terminal command) sends what is
+    queued first, waiting FLUSH_SECONDS at most.
     """
+
+    FLUSH_SECONDS = 2.0
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -53,6 +58,7 @@ class _Broadcaster:
                     target=self._run, args=(ready,), daemon=True, name="broadcast"
                 ).start()
                 ready.wait(5)
+                atexit.register(self.flush)
             assert self._loop is not None and self._queue is not None
             return self._loop, self._queue
 
@@ -73,6 +79,19 @@ class _Broadcaster:
                     await layer.group_send(group, message)
             except Exception:  # never let a broadcast failure touch the committed state
                 logger.warning("broadcast to %s failed", group, exc_info=True)
+            finally:
+                queue.task_done()
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait until what was queued so far is sent (at most `timeout` seconds)."""
+        loop, queue = self._loop, self._queue
+        if loop is None or queue is None or self._pid != os.getpid() or loop.is_closed():
+            return
+        done = asyncio.run_coroutine_threadsafe(queue.join(), loop)
+        try:
+            done.result(self.FLUSH_SECONDS if timeout is None else timeout)
+        except Exception:  # not sent in time: the layer is a hint, the log the truth
+            done.cancel()
 
 
 _broadcaster = _Broadcaster()
@@ -185,6 +204,17 @@ def broadcast_run_changed(run_id: Any, summary: dict[str, Any]) -> None:
     message = {"type": "run.changed", "run": summary}
     _send(DASHBOARD_GROUP, message)
     _send(run_group(run_id), message)
+
+
+def thread_changed_message(thread_id: Any, team_id: int | None) -> dict[str, Any]:
+    """A change of a thread that is no run's event: its pending input (queued, edited,
+    retracted or cancelled). Lists of runs ignore it; the thread's page refetches."""
+    return {"type": "thread.changed", "thread": {"id": str(thread_id), "team_id": team_id}}
+
+
+def broadcast_thread_changed(thread_id: Any, team_id: int | None) -> None:
+    """Called on commit of a change of a thread's pending input."""
+    _send(DASHBOARD_GROUP, thread_changed_message(thread_id, team_id))
 
 
 def broadcast_live(run_id: Any, event: dict[str, Any]) -> None:

@@ -44,6 +44,7 @@ from runs.services.inbox import (
     steer_deliver,
     wake_if_work_finished,
 )
+from runs.services.locks import retry_lock_conflicts
 from runs.services.notifications import notify_run_finished, notify_tickets
 from runs.services.replay_flow import replay_run_ended, replay_tickets_decide
 
@@ -205,11 +206,33 @@ class OrmCheckpointStore:
             events = events[1:]
         fields = self._record_fields(checkpoint.record, now)
         fields["started_at"] = Coalesce(F("started_at"), Value(fields["started_at"]))
-        finishing = checkpoint.record.status is rt.RunStatus.DONE
         held = Run.objects.filter(pk=self.run_id)
         if self.attempt is not None:
             held = held.filter(attempt=self.attempt)
-        with self.trace.checkpoint(), transaction.atomic():
+        with self.trace.checkpoint():
+            delivered = self._commit(checkpoint, events, fields, held, now)
+        if self.timer is not None:  # committed: the finished calls' durations are written
+            for state in checkpoint.tool_calls:
+                if state.status in (rt.ToolCallStatus.SUCCEEDED, rt.ToolCallStatus.FAILED):
+                    self.timer.tool_ms.pop(state.call_id, None)
+        if checkpoint.events:  # the activation's run_start is behind us
+            self.announced = False
+        return delivered
+
+    @retry_lock_conflicts
+    def _commit(
+        self,
+        checkpoint: Checkpoint,
+        events: list[Event],
+        fields: dict[str, Any],
+        held: Any,
+        now: dt.datetime,
+    ) -> list[rt.Message] | None:
+        """The checkpoint's transaction (run again, whole, if PostgreSQL ends it for a lock
+        conflict: a checkpoint is never lost to one). The run row first, then the thread
+        (the lock order: runs.services.locks)."""
+        finishing = checkpoint.record.status is rt.RunStatus.DONE
+        with transaction.atomic():
             run = run_reserving_seqs(held, len(events), fields)
             if run is None:
                 raise LeaseLostError(f"run {self.run_id} was claimed by another worker")
@@ -250,8 +273,6 @@ class OrmCheckpointStore:
             else:
                 wake_if_work_finished(run)
             stats.apply_usage(tools)  # last: the finished tool calls' counters, if any
-        if checkpoint.events:  # the activation's run_start is behind us
-            self.announced = False
         return delivered
 
     def _append_messages(self, checkpoint: Checkpoint, thread_updates: dict[str, Any]) -> bool:
@@ -339,7 +360,7 @@ class OrmCheckpointStore:
             )
         for row in rows.values():
             if row.status in (ToolCall.Status.SUCCEEDED, ToolCall.Status.FAILED):
-                row.duration_ms = self.timer.tool_ms.pop(row.call_id, None) if self.timer else None
+                row.duration_ms = self.timer.tool_ms.get(row.call_id) if self.timer else None
                 failed = row.status == ToolCall.Status.FAILED
                 usage += stats.tool_usage(now, run.agent_id, row.tool_name, failed, row.duration_ms)
         ToolCall.objects.bulk_create(

@@ -11,6 +11,10 @@ that committed them would have (runs/realtime.py). Followers drop the seqs they 
 have, so an event sent twice (read here just before its own broadcast was noted) costs
 one more list-row refresh at most.
 
+A change of a thread's pending input (queued, edited, retracted, cancelled by an
+interrupt) appends no run event; its audit entry, written in the same transaction, is
+what the watcher reads for it (`INPUT_ACTIONS`), broadcasting that the thread changed.
+
 Rows are read by id. On SQLite the rows that become visible always come after those read
 already: one writer at a time, and ids never go back. Elsewhere (PostgreSQL without Redis)
 a transaction can commit an id below one already read, so the ids skipped over are asked
@@ -29,8 +33,9 @@ from channels.layers import get_channel_layer
 from django.db import connection
 from django.db.models import Q
 
-from runs.models import Run, RunEvent
-from runs.realtime import event_messages, in_memory_home
+from common.models import AuditEntry
+from runs.models import PendingInput, Run, RunEvent, Thread
+from runs.realtime import DASHBOARD_GROUP, event_messages, in_memory_home, thread_changed_message
 from runs.services.events import run_summary
 
 logger = logging.getLogger(__name__)
@@ -42,11 +47,52 @@ MAX_GAP_IDS = 1000  # ids skipped over asked for at most (a larger jump: ids wer
 # what `run_summary` reads of a run
 SUMMARY_FIELDS = ("thread", "status", "status_reason", "steps", "last_event_seq", "updated_at")
 
+# the audit entries of pending-input changes, and what their target is
+INPUT_ACTIONS = {
+    "input.queue": "thread",
+    "input.edit": "input",
+    "input.retract": "input",
+    "thread.interrupt": "thread",
+}
+
 Change = tuple[Any, list[dict[str, Any]], dict[str, Any]]  # run id, its new frames, summary
 
 
 def _last_id() -> int:
     return RunEvent.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
+
+
+def _last_audit_id() -> int:
+    return AuditEntry.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
+
+
+class IdCursor:
+    """Where a read by id got to: the last id read, and the ids skipped over, asked for
+    again during GAP_SECONDS (they may commit after a higher id did)."""
+
+    def __init__(self) -> None:
+        self.after = 0
+        self.gaps: dict[int, float] = {}  # id skipped over -> until when to ask for it
+
+    def where(self) -> Q:
+        """The ids to read: those after the last one, and the gaps still open."""
+        now = time.monotonic()
+        self.gaps = {pk: until for pk, until in self.gaps.items() if until > now}
+        where = Q(pk__gt=self.after)
+        if self.gaps:
+            where |= Q(pk__in=list(self.gaps))
+        return where
+
+    def read(self, pk: int) -> None:
+        """Row `pk` was read (in id order)."""
+        if pk > self.after:
+            if pk - self.after <= MAX_GAP_IDS and len(self.gaps) < MAX_GAP_IDS:
+                until = time.monotonic() + GAP_SECONDS
+                for skipped in range(self.after + 1, pk):
+                    self.gaps[skipped] = until
+            self.after = pk
+        else:
+            self.gaps.pop(pk, None)
 
 
 class CommitWatcher:
@@ -58,10 +104,11 @@ class CommitWatcher:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
         self._failing = False
-        self.gaps: dict[int, float] = {}  # id skipped over -> until when to ask for it
+        self.events = IdCursor()
+        self.audit = IdCursor()
         # read now, before any page connects: a page reads the log after it subscribes,
         # so whatever commits from here on reaches it one way or the other
-        self.after: int | None = self._executor.submit(self._end_of_log).result()
+        self.started = self._executor.submit(self._end_of_log).result()
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Broadcast from `loop`, the loop serving this process's sockets (callable from
@@ -92,37 +139,50 @@ class CommitWatcher:
         layer = get_channel_layer()
         while True:
             try:
-                changes, more = await loop.run_in_executor(self._executor, self.read)
+                changes, more, threads = await loop.run_in_executor(self._executor, self._poll)
             except Exception:
                 if not self._failing:
                     logger.warning(
                         "reading the event log for other processes' commits failed", exc_info=True
                     )
                 self._failing = True
-                changes, more = [], False
+                changes, more, threads = [], False, []
             else:
                 if self._failing:
                     logger.info("reading the event log for other processes' commits again")
                 self._failing = False
-            for run_id, frames, summary in changes:
-                for group, message in event_messages(run_id, frames, summary):
-                    try:
-                        await layer.group_send(group, message)
-                    except Exception:
-                        logger.warning("broadcast to %s failed", group, exc_info=True)
+            messages = [m for change in changes for m in event_messages(*change)]
+            messages += [(DASHBOARD_GROUP, thread_changed_message(*t)) for t in threads]
+            for group, message in messages:
+                try:
+                    await layer.group_send(group, message)
+                except Exception:
+                    logger.warning("broadcast to %s failed", group, exc_info=True)
             if not more:
                 await asyncio.sleep(POLL_SECONDS)
 
     # in the watcher's thread -------------------------------------------------------------
 
-    def _end_of_log(self) -> int | None:
-        """The last event's id; None when the database cannot be read yet (the first
-        read that succeeds starts from there)."""
+    def _end_of_log(self) -> bool:
+        """Start from the last event and audit entry; False when the database cannot be
+        read yet (the first read that succeeds starts from there)."""
         try:
-            return _last_id()
+            self._start_at_the_end()
+            return True
         except Exception:
             logger.warning("cannot read the event log yet", exc_info=True)
-            return None
+            return False
+        finally:
+            self._release()
+
+    def _start_at_the_end(self) -> None:
+        self.events.after = _last_id()
+        self.audit.after = _last_audit_id()
+
+    def _poll(self) -> tuple[list[Change], bool, list[tuple[str, int | None]]]:
+        try:
+            changes, more = self._read()
+            return changes, more, self._read_threads()
         finally:
             self._release()
 
@@ -135,29 +195,56 @@ class CommitWatcher:
             self._release()
 
     def _read(self) -> tuple[list[Change], bool]:
-        if self.after is None:
-            self.after = _last_id()
+        if not self.started:
+            self._start_at_the_end()
+            self.started = True
             return [], False
-        now = time.monotonic()
-        self.gaps = {pk: until for pk, until in self.gaps.items() if until > now}
-        where = Q(pk__gt=self.after)
-        if self.gaps:
-            where |= Q(pk__in=list(self.gaps))
         rows = list(
-            RunEvent.objects.filter(where).order_by("pk").values_list("pk", "run_id", "seq")[:BATCH]
+            RunEvent.objects.filter(self.events.where())
+            .order_by("pk")
+            .values_list("pk", "run_id", "seq")[:BATCH]
         )
         wanted: list[int] = []
         for pk, run_id, seq in rows:
-            if pk > self.after:
-                if pk - self.after <= MAX_GAP_IDS and len(self.gaps) < MAX_GAP_IDS:
-                    for skipped in range(self.after + 1, pk):
-                        self.gaps[skipped] = now + GAP_SECONDS
-                self.after = pk
-            else:
-                self.gaps.pop(pk, None)
+            self.events.read(pk)
             if not in_memory_home.sent_here(run_id, seq):
                 wanted.append(pk)
         return self._changes(wanted), len(rows) == BATCH
+
+    def read_threads(self) -> list[tuple[str, int | None]]:
+        """The threads whose pending input changed since the last call (id, team id), as
+        their audit entries say; this process's own changes too (one more refresh of a
+        panel at most)."""
+        try:
+            return self._read_threads()
+        finally:
+            self._release()
+
+    def _read_threads(self) -> list[tuple[str, int | None]]:
+        if not self.started:
+            return []
+        # every entry, not only INPUT_ACTIONS: an id left out would look like a gap
+        rows = list(
+            AuditEntry.objects.filter(self.audit.where())
+            .order_by("pk")
+            .values_list("pk", "action", "target_id")[:BATCH]
+        )
+        threads: dict[str, None] = {}
+        inputs: list[str] = []
+        for pk, action, target in rows:
+            self.audit.read(pk)
+            kind = INPUT_ACTIONS.get(action)
+            if kind == "thread":
+                threads[target] = None
+            elif kind == "input":
+                inputs.append(target)
+        if inputs:
+            found = PendingInput.objects.filter(pk__in=inputs).values_list("thread_id", flat=True)
+            threads.update((str(thread_id), None) for thread_id in found)
+        if not threads:
+            return []
+        teams = dict(Thread.objects.filter(pk__in=list(threads)).values_list("pk", "team_id"))
+        return [(str(pk), team) for pk, team in teams.items()]
 
     def _changes(self, pks: list[int]) -> list[Change]:
         if not pks:

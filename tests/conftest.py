@@ -67,6 +67,15 @@ def _fresh_process_caches() -> None:
 
 
 @pytest.fixture
+def allow_local_providers(settings: Any) -> Any:
+    """Model providers may reach this machine: the explicit opt-in a local model server
+    needs (AWAKEN_PROVIDERS_ALLOW_PRIVATE), for the tests whose OpenAI-compatible server
+    (tests/agents/openai_server.py) listens on 127.0.0.1."""
+    settings.AWAKEN_PROVIDERS_ALLOW_PRIVATE = ["127.0.0.1", "::1"]
+    return settings
+
+
+@pytest.fixture
 def operator_user(db: None) -> Any:
     """A user in the operator role, "olga"."""
     from tests.factories import user_with_role

@@ -126,9 +126,11 @@ def database_url(db: dict[str, object]) -> str:
 def service_command(
     kind: str, *, name: str = "", port: int = 0, concurrency: int = 4
 ) -> tuple[list[str], str]:
-    """The command line of a `worker`, `daphne` or `serve` process and the log line that
-    says it is ready."""
-    if kind == "worker":
+    """The command line of a `worker` (runs: the default queue), `notify` (the
+    notifications queue, a threads pool: the Procfile's), `daphne` or `serve` process and
+    the log line that says it is ready."""
+    if kind in ("worker", "notify"):
+        pool, queue = ("prefork", "celery") if kind == "worker" else ("threads", "notifications")
         args = [
             sys.executable,
             "-m",
@@ -137,13 +139,15 @@ def service_command(
             "awaken_site",
             "worker",
             "--pool",
-            "prefork",
+            pool,
             "--concurrency",
             str(concurrency),
+            "--queues",
+            queue,
             "--loglevel",
             "INFO",
             "--hostname",
-            f"{name or 'worker'}@%h",
+            f"{name or kind}@%h",
             "--without-gossip",
             "--without-mingle",
         ]

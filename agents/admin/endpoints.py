@@ -36,8 +36,10 @@ class RemoteEndpointForm(forms.ModelForm):
         assume_scheme="https",
         help_text=(
             "The remote agent's base URL, where its agent card is served; runs use the "
-            "JSON-RPC or HTTP+JSON interface the card offers. Its host must resolve to a "
-            "public address unless AWAKEN_ENDPOINTS_ALLOW_PRIVATE is set."
+            "JSON-RPC or HTTP+JSON interface the card offers. A host that resolves to a "
+            "private, loopback or link-local address is refused unless "
+            "AWAKEN_ENDPOINTS_ALLOW_PRIVATE is set; one that does not resolve yet is saved "
+            "with a warning (its health check says it is unreachable)."
         ),
     )
     token = forms.CharField(
@@ -72,7 +74,9 @@ class RemoteEndpointForm(forms.ModelForm):
         for name in FORM_FIELDS:
             setattr(candidate, name, data.get(name))
         effective = token if token else ("" if data.get("clear_token") else None)
-        for field, message in endpoint_config_errors(candidate, token=effective).items():
+        self.warnings: list[str] = []  # shown once saved (a host that does not resolve yet)
+        found = endpoint_config_errors(candidate, token=effective, warnings=self.warnings)
+        for field, message in found.items():
             self.add_error(None if field == "__all__" else field, message)
         return data
 
@@ -145,6 +149,8 @@ class RemoteEndpointAdmin(TeamAdmin):
         elif form.cleaned_data.get("clear_token"):
             obj.token_encrypted = ""
         super().save_model(request, obj, form, change)
+        for warning in getattr(form, "warnings", []):
+            self.message_user(request, f"{obj.slug}: {warning}", messages.WARNING)
 
     # --- health checks ---------------------------------------------------------------------------
 

@@ -27,7 +27,7 @@ from django.views.decorators.http import require_POST
 
 from agents.admin.base import TeamAdmin, VisibleRelatedFilter
 from agents.models import Model, ModelProvider
-from agents.services.providers import provider_check
+from agents.services.providers import provider_address_error, provider_check
 
 # Set by the client from the API key field, or by the HTTP client itself per connection.
 CREDENTIAL_HEADERS = {"authorization", "proxy-authorization", "cookie"}
@@ -86,7 +86,9 @@ class ModelProviderForm(forms.ModelForm):
         required=False,
         max_length=200,
         assume_scheme="https",
-        help_text="API base URL, e.g. https://api.openai.com/v1 (OpenAI-compatible providers).",
+        help_text="API base URL, e.g. https://api.openai.com/v1 (OpenAI-compatible providers). "
+        "Its host must resolve to a public address unless AWAKEN_PROVIDERS_ALLOW_PRIVATE "
+        "allows it (a local model server).",
     )
     api_key = forms.CharField(
         label="API key",
@@ -163,6 +165,10 @@ class ModelProviderForm(forms.ModelForm):
         scheme = urlsplit(base_url).scheme
         if base_url and "base_url" not in self.errors and scheme not in ("http", "https"):
             self.add_error("base_url", "Use an http:// or https:// URL.")
+        if kind == ModelProvider.Kind.OPENAI and base_url and "base_url" not in self.errors:
+            problem = provider_address_error(base_url)  # the SSRF guard, at save time
+            if problem:
+                self.add_error("base_url", problem)
         if data.get("api_key") and data.get("clear_api_key"):
             self.add_error(
                 "clear_api_key", "Either type a new key or clear the stored one, not both."

@@ -4,7 +4,9 @@ A provider's API key is stored encrypted (or named by an environment variable). 
 frozen model description (`model_snapshot`) carries only the ciphertext; `client_for`
 decrypts it into the SDK client and nowhere else, so no snapshot, event, log line or
 error message holds the key. An `openai` client reports each call's outcome back to the
-provider's health (failing with the provider's message; healthy again after a success).
+provider's health (failing with the provider's message; healthy again after a success),
+and connects only through the SSRF guard: a base URL on a non-public address is refused
+unless AWAKEN_PROVIDERS_ALLOW_PRIVATE allows it (`provider_address_policy`).
 
 The `openai` SDK is imported when the first `openai` client is built
 (`openai_client_class`), not with this package: the admin imports this package at Django
@@ -16,8 +18,11 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
+
 from agents import secrets
 from agents.services.health import HealthReporter, provider_health_record
+from runs.runtime.netguard import AddressPolicy
 from runs.runtime.ports import ModelClient
 
 from .scripted import ScriptedModelClient
@@ -71,6 +76,12 @@ def resolve_api_key(*, ciphertext: str, key_env: str, who: str) -> str | None:
     return value
 
 
+def provider_address_policy() -> AddressPolicy:
+    """The non-public addresses a provider's base URL may reach: none unless
+    AWAKEN_PROVIDERS_ALLOW_PRIVATE (true, or the addresses and networks allowed)."""
+    return AddressPolicy.from_setting(getattr(settings, "AWAKEN_PROVIDERS_ALLOW_PRIVATE", False))
+
+
 def openai_client_class() -> type[OpenAIChatClient]:
     """The `openai` model client class (a blank `base_url` means OpenAI's own API)."""
     # imported here, not at the top: the openai SDK costs ~40 MB and ~0.5 s of every
@@ -102,6 +113,7 @@ def _openai_client(model: dict[str, Any]) -> OpenAIChatClient:
         timeout=float(timeout) if timeout else 300.0,
         extra_headers={str(k): str(v) for k, v in (model.get("headers") or {}).items()},
         on_outcome=reporter,
+        address_policy=provider_address_policy(),
     )
 
 

@@ -24,9 +24,11 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import openai
 
+from runs.runtime.netguard import AddressPolicy, AddressRefusedError
 from runs.runtime.ports import (
     CancellationToken,
     InferenceRequest,
@@ -40,11 +42,17 @@ from runs.runtime.ports import (
 )
 from runs.runtime.types import Message, Role, TokenUsage, ToolDescriptor
 
+from .guarded_http import guarded_http_client
+
 logger = logging.getLogger(__name__)
 
 CANCEL_POLL_SECONDS = 0.05
 NO_API_KEY = "not-needed"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+ALLOW_PRIVATE_HINT = (
+    "allow it with AWAKEN_PROVIDERS_ALLOW_PRIVATE (its addresses or networks, e.g. "
+    "127.0.0.1,::1 for a model server on this machine)"
+)
 
 
 def _seconds(value: float) -> str:
@@ -387,7 +395,10 @@ class OpenAIChatClient:
         max_retries: int = 3,
         extra_headers: Mapping[str, str] | None = None,
         on_outcome: Callable[[str | None], None] | None = None,
+        address_policy: AddressPolicy | None = None,
     ) -> None:
+        """`address_policy`: the non-public addresses the base URL may reach (the SSRF
+        guard; none by default: agents.providers passes AWAKEN_PROVIDERS_ALLOW_PRIVATE)."""
         self.model_id = model_id
         self.upstream_model = upstream_model or model_id
         self.base_url = base_url or DEFAULT_BASE_URL
@@ -396,12 +407,15 @@ class OpenAIChatClient:
         self.extra_headers = dict(extra_headers or {})
         self._secret = api_key or ""
         self._on_outcome = on_outcome
+        self.address_policy = address_policy or AddressPolicy()
+        timeout_config = openai.Timeout(self.timeout, connect=min(self.timeout, 10.0))
         self._client = openai.OpenAI(
             base_url=self.base_url,
             api_key=api_key or NO_API_KEY,
-            timeout=openai.Timeout(self.timeout, connect=min(self.timeout, 10.0)),
+            timeout=timeout_config,
             max_retries=max_retries,
             default_headers=self.extra_headers or None,
+            http_client=guarded_http_client(self.address_policy, timeout_config),
         )
 
     def __repr__(self) -> str:
@@ -431,9 +445,28 @@ class OpenAIChatClient:
             raise ModelError(f"cannot build the request for the provider: {exc}") from exc
         return self._observed(self._stream(params, cancel), cancel)
 
+    def vet_address(self) -> None:
+        """The SSRF guard before a call: ModelError at once (no SDK retries) when the base
+        URL's host resolves to an address the policy refuses. The connection itself is
+        vetted again (guarded_http), against the addresses it resolves to then; a host
+        that does not resolve now is left to it (and to the SDK's retries)."""
+        parts = urlsplit(self.base_url)
+        host = parts.hostname or ""
+        try:
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+            self.address_policy.vet(host.encode("idna").decode("ascii"), port)
+        except AddressRefusedError as exc:
+            if "non-public" in str(exc):
+                raise ModelError(
+                    f"refused to call provider at {self.base_url}: {exc}; {ALLOW_PRIVATE_HINT}"
+                ) from None
+        except (ValueError, UnicodeError) as exc:
+            raise ModelError(f"invalid provider base URL {self.base_url}: {exc}") from None
+
     def list_models(self) -> list[str]:
         """The ids the server's `GET /models` lists (a cheap connection and key check)."""
         try:
+            self.vet_address()
             return sorted(str(model.id) for model in self._client.models.list())
         except Exception as exc:
             raise ModelError(self._redact(str(self._model_error(exc, opening=True)))) from None
@@ -467,9 +500,7 @@ class OpenAIChatClient:
         if cancel.is_cancelled():
             return
         try:
-            sdk_stream = _Opener(lambda: self._client.chat.completions.create(**params)).open(
-                cancel
-            )
+            sdk_stream = _Opener(lambda: self._create(params)).open(cancel)
         except Exception as exc:
             raise self._model_error(exc, opening=True) from exc
         if sdk_stream is None:
@@ -501,6 +532,10 @@ class OpenAIChatClient:
         finally:
             watcher.stop()
             _close_quietly(sdk_stream)
+
+    def _create(self, params: dict[str, Any]) -> Any:
+        self.vet_address()  # in the opener's thread: a slow resolver does not block cancel
+        return self._client.chat.completions.create(**params)
 
     def _model_error(self, exc: Exception, *, opening: bool) -> ModelError:
         if isinstance(exc, ModelError):

@@ -30,7 +30,7 @@ from runs.runtime.backends.a2a import (
     validate,
 )
 
-from .address_guard import allow_private_hint, host_address_error
+from .address_guard import allow_private_hint, host_address_check
 from .health import endpoint_health_record
 
 logger = logging.getLogger(__name__)
@@ -43,54 +43,55 @@ def _allow_private() -> bool:
     return bool(getattr(settings, "AWAKEN_ENDPOINTS_ALLOW_PRIVATE", False))
 
 
-def endpoint_address_error(base_url: str) -> str | None:
-    """The SSRF guard at save time: why `base_url`'s host may not be used, or None."""
+def endpoint_address_check(base_url: str) -> tuple[str | None, str]:
+    """The SSRF guard at save time: (why `base_url`'s host may not be used, or None; a
+    warning when it does not resolve here, or "")."""
     parts = urlsplit(base_url)
     host = parts.hostname
     if not host:
-        return "The URL has no host."
+        return "The URL has no host.", ""
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError as exc:
-        return f"Invalid port: {exc}."
+        return f"Invalid port: {exc}.", ""
     try:
         host = host.encode("idna").decode("ascii")
     except UnicodeError:
-        return f"Invalid host name '{host}'."
-    return host_address_error(host, port, allow_private=_allow_private(), hint=ALLOW_PRIVATE_HINT)
+        return f"Invalid host name '{host}'.", ""
+    return host_address_check(host, port, allow_private=_allow_private(), hint=ALLOW_PRIVATE_HINT)
+
+
+def endpoint_address_error(base_url: str) -> str | None:
+    """Why `base_url`'s host may not be used now, a host that does not resolve included."""
+    error, warning = endpoint_address_check(base_url)
+    return error or (f"Unreachable: {warning}." if warning else None)
 
 
 def endpoint_config_errors(
-    endpoint: RemoteEndpoint, *, token: str | None = None, check_address: bool = True
+    endpoint: RemoteEndpoint,
+    *,
+    token: str | None = None,
+    check_address: bool = True,
+    warnings: list[str] | None = None,
 ) -> dict[str, str]:
     """Field -> what to fix, for every invalid part of an endpoint's configuration.
 
     `token` overrides the stored one (a form about to save a new token); with
     `check_address` the base URL's host is resolved and refused if it is not public
-    (unless AWAKEN_ENDPOINTS_ALLOW_PRIVATE)."""
+    (unless AWAKEN_ENDPOINTS_ALLOW_PRIVATE). Given `warnings` (a form saving the
+    endpoint), a host that does not resolve here is no error: it is saved, with a warning
+    added there, so that its health check can report it; the guard checks the address
+    again at every connection."""
     errors: dict[str, str] = {}
     if endpoint.backend != BACKEND:
         errors["backend"] = (
             f"Unsupported backend '{endpoint.backend}': only '{BACKEND}' (Agent2Agent) exists."
         )
-    base_url = (endpoint.base_url or "").strip()
-    parts = urlsplit(base_url)
-    if not base_url:
-        errors["base_url"] = (
-            "Enter the remote agent's base URL, e.g. https://agents.example.com/a2a."
-        )
-    elif parts.scheme not in ("http", "https") or not parts.hostname:
-        errors["base_url"] = "Use an absolute http:// or https:// URL with a host."
-    elif parts.username is not None or parts.password is not None:
-        errors["base_url"] = (
-            "Remove the user:password part of the URL; put the secret in the bearer token."
-        )
-    elif parts.query or parts.fragment:
-        errors["base_url"] = "Remove the query string and fragment: give the agent's base URL."
-    elif check_address:
-        problem = endpoint_address_error(base_url)
-        if problem:
-            errors["base_url"] = problem
+    base_url_error = _base_url_error(
+        (endpoint.base_url or "").strip(), check_address=check_address, warnings=warnings
+    )
+    if base_url_error:
+        errors["base_url"] = base_url_error
     target = endpoint.target or ""
     if target and (
         target != target.strip()
@@ -125,6 +126,31 @@ def endpoint_config_errors(
         except A2AConfigError as exc:
             errors["__all__"] = f"{exc}."
     return errors
+
+
+def _base_url_error(base_url: str, *, check_address: bool, warnings: list[str] | None) -> str:
+    """What is wrong with an endpoint's base URL ("" when nothing is); see
+    `endpoint_config_errors` for `check_address` and `warnings`."""
+    parts = urlsplit(base_url)
+    if not base_url:
+        return "Enter the remote agent's base URL, e.g. https://agents.example.com/a2a."
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "Use an absolute http:// or https:// URL with a host."
+    if parts.username is not None or parts.password is not None:
+        return "Remove the user:password part of the URL; put the secret in the bearer token."
+    if parts.query or parts.fragment:
+        return "Remove the query string and fragment: give the agent's base URL."
+    if not check_address:
+        return ""
+    if warnings is None:
+        return endpoint_address_error(base_url) or ""
+    problem, warning = endpoint_address_check(base_url)
+    if warning and not problem:
+        warnings.append(
+            f"Base URL: {warning}. Saved; runs and health checks cannot reach it until "
+            "the name resolves."
+        )
+    return problem or ""
 
 
 def endpoint_mapping(endpoint: RemoteEndpoint, *, token: str | None) -> dict[str, Any]:

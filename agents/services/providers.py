@@ -6,14 +6,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from django.db import transaction
 
 from agents import secrets
 from agents.models import Health, ModelProvider
-from agents.providers import ProviderConfigError, openai_client_class, resolve_api_key
+from agents.providers import (
+    ProviderConfigError,
+    openai_client_class,
+    provider_address_policy,
+    resolve_api_key,
+)
 from common.audit import Actor, audit_record
 from common.teams import ensure_writable
+from runs.runtime.netguard import AddressRefusedError
 from runs.runtime.ports import ModelError
 
 from .health import ERROR_LIMIT, provider_health_record
@@ -23,6 +30,36 @@ if TYPE_CHECKING:  # the SDK loads with the first client built (`openai_client_c
 
 TEST_TIMEOUT_SECONDS = 20.0
 MODELS_SHOWN = 20
+ALLOW_PRIVATE_HINT = (
+    "Use a public address, or allow this one with AWAKEN_PROVIDERS_ALLOW_PRIVATE: its "
+    "addresses or networks (e.g. 127.0.0.1,::1 for Ollama or vLLM on this machine, "
+    "10.0.0.0/8 for an internal network), or true for every non-public address."
+)
+
+
+def provider_address_error(base_url: str) -> str | None:
+    """The SSRF guard at save time: why a provider may not use `base_url`, or None. A
+    host that resolves to an address the guard refuses (private, loopback, link-local,
+    …; AWAKEN_PROVIDERS_ALLOW_PRIVATE allows some or all) is refused. A host that does not
+    resolve here is accepted: every connection is vetted again when it is made."""
+    parts = urlsplit(base_url)
+    host = parts.hostname
+    if not host:
+        return None  # the form's URL checks say what is missing
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError as exc:
+        return f"Invalid port: {exc}."
+    try:
+        host = host.encode("idna").decode("ascii")
+    except UnicodeError:
+        return f"Invalid host name '{host}'."
+    try:
+        provider_address_policy().vet(host, port)
+    except AddressRefusedError as exc:
+        if "non-public" in str(exc):
+            return f"Refused: {exc}. {ALLOW_PRIVATE_HINT}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -60,6 +97,7 @@ def provider_client(provider: ModelProvider, *, timeout: float | None = None) ->
         timeout=timeout if timeout is not None else provider.timeout_seconds,
         max_retries=0,
         extra_headers={str(k): str(v) for k, v in (provider.headers or {}).items()},
+        address_policy=provider_address_policy(),
     )
 
 

@@ -16,6 +16,8 @@ from django.conf import settings
 ASGIApp = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
 CARD_PATH = "/.well-known/agent-card.json"
 PREFIX = "/a2a/"
+# where a client given `/a2a/<slug>` (no trailing slash) resolves the card relative to it
+BESIDE_CARD_PATH = PREFIX.rstrip("/") + CARD_PATH
 
 
 def is_a2a_path(path: str) -> bool:

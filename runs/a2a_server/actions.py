@@ -42,6 +42,7 @@ from runs.services.tickets import decision_submit
 
 from .tasks import agent_run, answers_with_text, operator_tickets
 
+VIEW_THREAD = "runs.view_thread"
 KEY_CHARS = 180  # of the message id kept as the idempotency key
 APPROVE_WORDS = {"approve", "approved", "yes", "y", "ok", "allow"}
 REJECT_WORDS = {"reject", "rejected", "no", "n", "deny", "denied"}
@@ -133,7 +134,7 @@ def _new_task(agent: Agent, message: Message, content: Content, caller: Caller) 
         existing = run_for_idempotency_key(actor=caller.actor, key=key)
         if existing is not None:
             return existing.pk
-    thread = _context_thread(agent, message.context_id) if message.context_id else None
+    thread = _context_thread(agent, message.context_id, caller) if message.context_id else None
     if thread is not None:
         open_run = thread_open_run(thread)
         if open_run is not None:
@@ -158,16 +159,19 @@ def _new_task(agent: Agent, message: Message, content: Content, caller: Caller) 
     return outcome.run.pk
 
 
-def _context_thread(agent: Agent, context_id: str) -> Thread:
+def _context_thread(agent: Agent, context_id: str, caller: Caller) -> Thread:
+    """The thread a contextId names. One the caller cannot see (another team's) is
+    refused in the words of an unknown id: the answer does not tell that it exists."""
+    unknown = InvalidParamsError(
+        f"unknown contextId {context_id!r}: omit it to start a new context"
+    )
     try:
         thread_id = uuid.UUID(context_id)
     except ValueError:
-        raise InvalidParamsError(f"unknown contextId {context_id!r}") from None
+        raise unknown from None
     thread = Thread.objects.filter(pk=thread_id).first()
-    if thread is None:
-        raise InvalidParamsError(
-            f"unknown contextId {context_id!r}: omit it to start a new context"
-        )
+    if thread is None or not caller.user.has_perm(VIEW_THREAD, thread):
+        raise unknown
     if not Run.objects.filter(thread=thread, agent=agent).exists():
         raise InvalidParamsError(f"context {context_id} is not a conversation with this agent")
     return thread

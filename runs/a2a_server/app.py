@@ -5,12 +5,15 @@ header, finds the agent and authenticates the API token.
     GET  /.well-known/agent-card.json             the default agent's card
     GET  /a2a/                                    the served agents and their cards
     GET  /a2a/<slug>/.well-known/agent-card.json  an agent's card
+    GET  /a2a/.well-known/agent-card.json         the card a client given /a2a/<slug>
+                                                  (no trailing slash) asks for
     POST /a2a/<slug>/jsonrpc                      JSON-RPC binding
     *    /a2a/<slug>/message:send, /tasks/…       HTTP+JSON binding
 
 Cards are public unless AWAKEN_A2A_PUBLIC_CARDS is false; every other call needs
 `Authorization: Bearer <API token>`, and the token's user's role decides what it may do
-(runs/a2a_server/actions.py).
+(runs/a2a_server/actions.py). The gate's refusals are google.rpc.Status bodies, as the
+SDK's HTTP+JSON errors are.
 """
 
 from __future__ import annotations
@@ -35,12 +38,13 @@ from common.api.auth import TokenRateThrottle
 from common.api.tokens import token_verify
 from common.models import ApiToken
 
-from . import CARD_PATH, PREFIX, ASGIApp
+from . import BESIDE_CARD_PATH, CARD_PATH, PREFIX, ASGIApp
 from .actions import Caller
 from .cards import agent_card, default_agent, sees, served_agent, served_agents
 from .handler import RunsRequestHandler
 
 REQUEST_ID_CHARS = 64
+NAMED_MAX = 20  # agent addresses a refusal names
 
 
 def _base_url(request: Request) -> str:
@@ -55,6 +59,29 @@ async def _card(request: Request) -> Response:
     agent = request.scope["awaken"]["agent"]
     card = await sync_to_async(agent_card)(agent, _base_url(request))
     return JSONResponse(agent_card_to_dict(card), headers={"Cache-Control": "no-cache"})
+
+
+async def _card_beside(request: Request) -> Response:
+    """The card a client resolving it relative to an agent's address without a trailing
+    slash asks for (`…/a2a/<slug>` + `.well-known/agent-card.json` is this path, the slug
+    lost). With one agent served (to the caller) it is that agent's card; with several it
+    cannot know which was meant, so it never answers another agent's card: a 404 that says
+    how to write the address."""
+    base = _base_url(request)
+    caller = request.scope["awaken"].get("caller")
+    agents = await sync_to_async(served_agents)(caller.user if caller else None)
+    if len(agents) == 1:
+        card = await sync_to_async(agent_card)(agents[0], base)
+        return JSONResponse(agent_card_to_dict(card), headers={"Cache-Control": "no-cache"})
+    addresses = ", ".join(f"{base}{PREFIX}{agent.slug}/" for agent in agents[:NAMED_MAX])
+    if len(agents) > NAMED_MAX:
+        addresses += f" and {len(agents) - NAMED_MAX} more: {base}{PREFIX} lists them"
+    return _error(
+        AGENT_NOT_FOUND,
+        "no agent is named here: a client given an agent's address without a trailing slash "
+        f"(…{PREFIX}<slug>) looks for its card here. Give the address with a trailing slash, "
+        f"{PREFIX}<slug>/ (served: {addresses or 'none'}).",
+    )
 
 
 async def _directory(request: Request) -> Response:
@@ -85,8 +112,29 @@ class CallContextBuilder(DefaultServerCallContextBuilder):
         return context
 
 
-def _error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
-    return JSONResponse({"error": message}, status_code=status, headers=headers)
+# The gate's refusals: (HTTP status, google.rpc.Code name, ErrorInfo reason).
+INVALID_HOST = (400, "INVALID_ARGUMENT", "INVALID_HOST")
+UNAUTHENTICATED = (401, "UNAUTHENTICATED", "UNAUTHENTICATED")
+AGENT_NOT_FOUND = (404, "NOT_FOUND", "AGENT_NOT_FOUND")
+RATE_LIMITED = (429, "RESOURCE_EXHAUSTED", "RATE_LIMITED")
+ERROR_DOMAIN = "awaken-ops"
+
+
+def _error(
+    kind: tuple[int, str, str], message: str, headers: dict[str, str] | None = None
+) -> Response:
+    """A refusal in the shape of a2a-sdk's HTTP+JSON errors (a google.rpc.Status with a
+    google.rpc.ErrorInfo detail), on both bindings: the gate answers before the request
+    reaches a binding, and the HTTP status is what clients act on."""
+    status, code, reason = kind
+    detail = {
+        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+        "reason": reason,
+        "domain": ERROR_DOMAIN,
+        "metadata": {},
+    }
+    body = {"error": {"code": status, "status": code, "message": message, "details": [detail]}}
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 def _close_connection() -> None:
@@ -119,40 +167,42 @@ class Gate:
         request = Request(scope)
         domain, _port = split_domain_port(request.headers.get("host", ""))
         if not domain or not validate_host(domain, settings.ALLOWED_HOSTS):
-            return _error(400, "invalid Host header")
+            return _error(INVALID_HOST, "invalid Host header")
         path: str = scope["path"]
         if path == CARD_PATH:
             agent = await sync_to_async(default_agent)()
             rest = CARD_PATH
+        elif path == BESIDE_CARD_PATH:
+            agent, rest = None, ""  # public like the directory; the route finds the agent
         else:
             slug, _, rest = path[len(PREFIX) :].partition("/")
             rest = "/" + rest
             agent = await sync_to_async(served_agent)(slug) if slug else None
             if slug and agent is None:
-                return _error(404, f"no agent {slug!r} is served over A2A")
+                return _error(AGENT_NOT_FOUND, f"no agent {slug!r} is served over A2A")
         scope["awaken"] = {"agent": agent}
         if rest == CARD_PATH and agent is None:
-            return _error(404, "no agent is served over A2A")
+            return _error(AGENT_NOT_FOUND, "no agent is served over A2A")
         public = agent is None or rest == CARD_PATH
         if public and settings.AWAKEN_A2A_PUBLIC_CARDS:
             return None
         token = await sync_to_async(_token)(request)
         if token is None:
             return _error(
-                401,
+                UNAUTHENTICATED,
                 "authentication required: send 'Authorization: Bearer <API token>'",
                 {"WWW-Authenticate": 'Bearer realm="a2a"'},
             )
         wait = await sync_to_async(_throttled)(token)
         if wait is not None:
             return _error(
-                429,
+                RATE_LIMITED,
                 f"too many requests for this token: retry in {wait:.0f} s",
                 {"Retry-After": str(max(1, round(wait)))},
             )
         if agent is not None and not await sync_to_async(sees)(token.user, agent):
             # another team's agent: as if not served (its existence is not confirmed)
-            return _error(404, f"no agent {agent.slug!r} is served over A2A")
+            return _error(AGENT_NOT_FOUND, f"no agent {agent.slug!r} is served over A2A")
         request_id = request.headers.get("x-request-id", "")[:REQUEST_ID_CHARS]
         scope["awaken"]["caller"] = Caller(token.user, token.name, request_id, agent)
         return None
@@ -187,6 +237,7 @@ def a2a_app() -> ASGIApp:
         Route(CARD_PATH, _card, methods=["GET"]),
         Route(PREFIX, _directory, methods=["GET"]),
         Route(PREFIX.rstrip("/"), _directory, methods=["GET"]),
+        Route(BESIDE_CARD_PATH, _card_beside, methods=["GET"]),
         Mount(PREFIX + "{agent}", routes=per_agent),
     ]
     return Gate(Starlette(routes=routes))

@@ -40,7 +40,6 @@ from a2a.types import (
     TaskStatusUpdateEvent,
 )
 from a2a.utils.errors import (
-    ExtendedAgentCardNotConfiguredError,
     PushNotificationNotSupportedError,
     TaskNotFoundError,
     UnsupportedOperationError,
@@ -248,4 +247,8 @@ class RunsRequestHandler(RequestHandler):
     async def on_get_extended_agent_card(
         self, params: GetExtendedAgentCardRequest, context: ServerCallContext
     ) -> AgentCard:
-        raise ExtendedAgentCardNotConfiguredError()
+        # the card does not declare capabilities.extendedAgentCard: the spec's answer is
+        # UnsupportedOperationError (ExtendedAgentCardNotConfigured is for agents that do)
+        raise UnsupportedOperationError(
+            "this agent offers no extended agent card: its public card is the whole card"
+        )

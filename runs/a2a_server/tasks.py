@@ -256,7 +256,14 @@ def _state_filter(state: int) -> Q:
 
 def agent_tasks(agent: Agent, request: ListTasksRequest) -> ListTasksResponse:
     """tasks/list: the agent's runs, newest first, by context, state and last change;
-    `page_token` is the last task id of the previous page (run ids grow with time)."""
+    `page_token` is the last task id of the previous page (run ids grow with time). A
+    page size is 1 to PAGE_MAX (the spec's range): PAGE_DEFAULT only when none is given."""
+    size = request.page_size if request.HasField("page_size") else PAGE_DEFAULT
+    if not 1 <= size <= PAGE_MAX:
+        raise InvalidParamsError(
+            f"page size {size} is out of range: the minimum page size is 1, the maximum "
+            f"page size is {PAGE_MAX}"
+        )
     runs: QuerySet[Run] = Run.objects.filter(agent=agent).select_related("agent_version")
     if request.context_id:
         try:
@@ -268,7 +275,6 @@ def agent_tasks(agent: Agent, request: ListTasksRequest) -> ListTasksResponse:
     if request.HasField("status_timestamp_after"):
         runs = runs.filter(updated_at__gt=request.status_timestamp_after.ToDatetime(tzinfo=dt.UTC))
     total = runs.count()
-    size = min(request.page_size or PAGE_DEFAULT, PAGE_MAX)
     if request.page_token:
         try:
             runs = runs.filter(pk__lt=uuid.UUID(request.page_token))

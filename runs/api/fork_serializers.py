@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from runs.services.creation import MAX_MESSAGE_CHARS
 from runs.services.forks import FORK_VERSIONS
 
 from .serializers import RunSummarySerializer
@@ -24,7 +23,8 @@ class ForkEditSerializer(serializers.Serializer):
         "(a `tool` message) of the copied conversation.",
     )
     text = serializers.CharField(
-        max_length=MAX_MESSAGE_CHARS, trim_whitespace=False, help_text="Its new text."
+        trim_whitespace=False,
+        help_text="Its new text: at most AWAKEN_MAX_MESSAGE_CHARS characters (32,000 by default).",
     )
 
 

@@ -1,29 +1,16 @@
 """Keyset (cursor) pagination, newest first by (created_at, pk), with the same cursor
-format as the operator pages (`runs.selectors`)."""
+format as the operator pages (`runs.selectors`); a `prev_cursor` pages back."""
 
 from __future__ import annotations
 
-import uuid
-
 from common.errors import InvalidInput
-from runs.selectors import decode_cursor
+from runs.selectors.base import cursor_problem
 
 
 def check_cursor(cursor: str | None, *, uuid_pk: bool) -> str | None:
     """The cursor if well-formed (None when absent); 400 otherwise."""
     if not cursor:
         return None
-    position = decode_cursor(cursor)
-    valid = position is not None and position[0].tzinfo is not None
-    if valid and position is not None:
-        pk = position[1]
-        try:
-            if uuid_pk:
-                uuid.UUID(pk)
-            else:
-                int(pk)
-        except ValueError:
-            valid = False
-    if not valid:
+    if cursor_problem(cursor, uuid_pk=uuid_pk) is not None:
         raise InvalidInput("cursor is not valid: pass next_cursor from a page", {"cursor": cursor})
     return cursor

@@ -28,7 +28,8 @@ class ReplayCreateSerializer(serializers.Serializer):
     version = serializers.CharField(
         required=False,
         default="latest",
-        help_text='"latest" (published), "draft" (the unpublished draft) or a published number.',
+        help_text='"latest" (published; also when absent or null), "draft" (the unpublished '
+        "draft) or a published number (1, 2, …); 0, false or anything else is a 400.",
     )
     filters = ReplayFiltersSerializer(required=False)
     limit = serializers.IntegerField(

@@ -11,8 +11,10 @@ from rest_framework import serializers
 
 from agents.pricing import cost_text, run_cost_usd
 from runs.api.claims import ClaimantField, ClaimedUntilField
+from runs.api.team_serializers import NEW_THREAD_TEAM_HELP
 from runs.models import BackgroundTask, Decision, Message, PendingInput, Run, Thread, Ticket
 from runs.selectors import WAITING_REASONS
+from runs.selectors.filters import SEARCH_MAX_CHARS
 from runs.selectors.waiting import LONGEST_WAITING, LONGEST_WAITING_HELP, MAX_MINUTES, WAITED_HELP
 from runs.services.tickets import decision_json
 
@@ -105,7 +107,7 @@ class RunListQuerySerializer(serializers.Serializer):
     q = serializers.CharField(
         required=False,
         allow_blank=True,
-        max_length=200,
+        max_length=SEARCH_MAX_CHARS,
         help_text="A run or thread id, or text in the thread's messages.",
     )
     reason = serializers.CharField(
@@ -168,7 +170,11 @@ class DecisionRequestSerializer(serializers.Serializer):
         required=False, allow_null=True, help_text="respond: the tool result; upstream payload."
     )
     comment = serializers.CharField(
-        required=False, allow_blank=True, max_length=10_000, help_text="Reason or note."
+        required=False,
+        allow_blank=True,
+        help_text="Reason or note: at most AWAKEN_MAX_COMMENT_CHARS characters (2,000 by "
+        "default); `payload` and `arguments`, as JSON, at most AWAKEN_MAX_ANSWER_CHARS "
+        "(32,000 by default).",
     )
     decision_id = serializers.CharField(
         required=False,
@@ -188,7 +194,7 @@ class DecisionRequestSerializer(serializers.Serializer):
     )
     tool_call_id = serializers.CharField(required=False, max_length=300)
     reason = serializers.CharField(
-        required=False, allow_blank=True, max_length=10_000, help_text="Upstream alias of comment."
+        required=False, allow_blank=True, help_text="Upstream alias of comment."
     )
 
 
@@ -198,11 +204,17 @@ class ThreadCreateSerializer(serializers.Serializer):
         max_length=200, required=False, allow_blank=True, default=""
     )
     custom = serializers.DictField(required=False, default=dict)
+    team = serializers.CharField(
+        max_length=63, required=False, allow_blank=True, default="", help_text=NEW_THREAD_TEAM_HELP
+    )
 
 
 class ThreadListQuerySerializer(serializers.Serializer):
     q = serializers.CharField(
-        required=False, allow_blank=True, max_length=200, help_text="Thread id or title text."
+        required=False,
+        allow_blank=True,
+        max_length=SEARCH_MAX_CHARS,
+        help_text="Thread id or title text.",
     )
     cursor = serializers.CharField(required=False, allow_blank=True, max_length=400)
 
@@ -491,6 +503,11 @@ class RunSummarySerializer(serializers.Serializer):
 class RunPageSerializer(serializers.Serializer):
     items = RunSummarySerializer(many=True)
     next_cursor = serializers.CharField(allow_null=True, help_text="Pass as ?cursor= for more.")
+    prev_cursor = serializers.CharField(
+        allow_null=True,
+        help_text="Pass as ?cursor= for the page before this one (newer runs); null on the "
+        "first page.",
+    )
 
 
 class EventSerializer(serializers.Serializer):

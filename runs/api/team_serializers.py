@@ -7,6 +7,12 @@ from rest_framework import serializers
 
 from common.models import Role
 
+NEW_THREAD_TEAM_HELP = (
+    "Slug of the team the thread belongs to (its members see it): one where you may start "
+    "runs. Optional when you may start runs in one team only (that one), or site-wide (the "
+    "default team); required when you may in several."
+)
+
 
 class CancelRequestSerializer(serializers.Serializer):
     reason = serializers.CharField(

@@ -15,6 +15,7 @@ from runs.models.core import (
 )
 from runs.models.notifications import (
     NotificationChannel,
+    NotificationCircuit,
     NotificationDelivery,
     NotificationEvent,
     NotificationRule,
@@ -35,6 +36,7 @@ __all__ = [
     "HourlyUsage",
     "Message",
     "NotificationChannel",
+    "NotificationCircuit",
     "NotificationDelivery",
     "NotificationEvent",
     "NotificationRule",

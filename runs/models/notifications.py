@@ -4,6 +4,8 @@ drains with retries (docs/notifications.md)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -215,3 +217,34 @@ class NotificationDelivery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.event} {self.subject} ({self.status})"
+
+
+class NotificationCircuit(models.Model):
+    """Per destination (a channel, or a subscriber's email): the circuit breaker and the
+    drainer that sends to it now. After AWAKEN_NOTIFY_CIRCUIT_FAILURES failed attempts in
+    a row the circuit opens: its deliveries stay pending, unattempted, until
+    `open_until`, then one drainer tries again. One drainer at a time sends to a
+    destination (`busy_until`, a lease), so a receiver that hangs holds one sender."""
+
+    destination = models.CharField(
+        max_length=40, unique=True, help_text="channel:<id> or user:<id>."
+    )
+    failures = models.PositiveIntegerField(default=0, help_text="Failed attempts in a row.")
+    open_until = models.DateTimeField(
+        null=True, blank=True, help_text="Open: nothing is sent to it before this time."
+    )
+    busy_until = models.DateTimeField(
+        null=True, blank=True, help_text="A drainer sends to it until this time (its lease)."
+    )
+    last_error = models.TextField(blank=True, help_text="Why the last failed attempt failed.")
+    last_failure_at = models.DateTimeField(null=True, blank=True, help_text="Last failure.")
+    last_success_at = models.DateTimeField(null=True, blank=True, help_text="Last delivery.")
+
+    class Meta:
+        ordering = ["destination"]
+
+    def __str__(self) -> str:
+        return self.destination
+
+    def is_open(self, now: Any = None) -> bool:
+        return self.open_until is not None and self.open_until > (now or timezone.now())

@@ -107,6 +107,17 @@ class Ticket(models.Model):
         # approvals inbox: pending tickets, oldest first, by agent or by tool
         indexes = [
             models.Index(fields=["status", "created_at", "id"], name="ticket_inbox_idx"),
+            # the admin's list: every ticket oldest first, and its values of tool_name
+            models.Index(fields=["created_at", "id"], name="ticket_recent_idx"),
+            models.Index(fields=["tool_name", "created_at", "id"], name="ticket_tool_recent_idx"),
+            # the dashboard's waits and the inbox's count of the pending tickets, an
+            # operator's or not, of some agents: from the index alone
+            models.Index(
+                fields=["created_at"],
+                include=["ticket_id", "agent"],
+                condition=models.Q(status="pending"),
+                name="ticket_pending_age_idx",
+            ),
             models.Index(
                 fields=["agent", "created_at", "id"],
                 condition=models.Q(status="pending"),

@@ -41,31 +41,54 @@ def run_compare(a: Run, b: Run) -> dict[str, Any]:
     not produce that arrived during the run (steering input) joins the step after the
     last one produced before it. A side is null when that run has no such step.
 
+    A fork compared with the run it was forked from (either side) is aligned with it: the
+    fork's copy of the original's conversation up to its `fork_step` k fills the fork's
+    side of the input row and of steps 0 … k-1 (rows marked `copied`, with the original's
+    tool calls and the copied results: only an edit made by the fork differs there), and
+    the fork's own step i is row k + i, beside the original's step k + i.
+
     A row is `different` when the two sides' assistant texts differ (`text_different`,
     with a word-level `text_diff`) or their tool calls differ: name, arguments, status
     and result, in order (`tools_different`). Call ids are not compared."""
     same = a.pk == b.pk
-    inputs = _input_messages([a] if same else [a, b])
-    produced = _step_messages([a] if same else [a, b])
+    pair = None if same else _fork_pair(a, b)
+    ranges: dict[Any, tuple[int, int] | None] = {}
+    if pair is not None:  # the fork's input row: its copy of the original's input
+        original, fork, _ = pair
+        ranges[fork.pk] = _input_range(original)
+    inputs = _input_messages([a] if same else [a, b], ranges)
+    produced = _step_messages([a] if same else [a, b], pair)
     calls = _tool_calls([a.pk] if same else [a.pk, b.pk])
     tickets = _tickets([a.pk] if same else [a.pk, b.pk])
+    step_calls = {run.pk: [(c.step_index or 0, c, False) for c in calls[run.pk]] for run in (a, b)}
+    if pair is not None:
+        _align_fork(pair, produced, step_calls)
     sides = {}
     for run in (a, b):
-        sides[run.pk] = _side(run, inputs[run.pk], produced[run.pk], calls, tickets)
+        sides[run.pk] = _side(run, inputs[run.pk], produced[run.pk], step_calls[run.pk], tickets)
     side_a, side_b = sides[a.pk], sides[b.pk]
-    count = min(max(a.steps, b.steps, len(side_a["steps"]), len(side_b["steps"])), MAX_STEPS)
-    rows = [_row(None, side_a["input"], side_b["input"])]
+    shift = {run.pk: 0 for run in (a, b)}
+    if pair is not None:
+        shift[pair[1].pk] = pair[2]
+    spans = [run.steps + shift[run.pk] for run in (a, b)]
+    spans += [max(side["steps"], default=-1) + 1 for side in (side_a, side_b)]
+    count = min(max(spans), MAX_STEPS)
+    copied = pair[2] if pair is not None else 0
+    rows = [{**_row(None, side_a["input"], side_b["input"]), "copied": False}]
     for index in range(count):
-        rows.append(_row(index, side_a["steps"].get(index), side_b["steps"].get(index)))
+        row = _row(index, side_a["steps"].get(index), side_b["steps"].get(index))
+        row["copied"] = index < copied
+        rows.append(row)
     return {
         "same_run": same,
         "a": _run_head(a),
         "b": _run_head(b),
+        "fork": None
+        if pair is None
+        else {"original": str(pair[0].pk), "fork": str(pair[1].pk), "step": pair[2]},
         "summary": _summary(a, b),
         "steps": rows,
-        "steps_truncated": max(a.steps, b.steps) > MAX_STEPS
-        or side_a["truncated"]
-        or side_b["truncated"],
+        "steps_truncated": max(spans[:2]) > MAX_STEPS or side_a["truncated"] or side_b["truncated"],
         "different_steps": [row["step"] for row in rows if row["different"]],
         "tickets": _ticket_rows(side_a["tickets"], side_b["tickets"]),
         "tickets_truncated": tickets["truncated"],
@@ -92,12 +115,19 @@ def _output_end(run: Run) -> int:
 MESSAGE_FIELDS = ("thread_id", "seq", "role", "content", "tool_call_id", "produced_by_run_id")
 
 
-def _input_messages(runs: list[Run]) -> dict[Any, dict[str, Any]]:
-    """Each run's input messages, the newest INPUT_SHOWN: one query for all runs."""
+def _input_messages(
+    runs: list[Run], ranges: dict[Any, tuple[int, int] | None]
+) -> dict[Any, dict[str, Any]]:
+    """Each run's input messages (its input range, or the one `ranges` gives), the newest
+    INPUT_SHOWN: one query for all runs."""
     found: dict[Any, dict[str, Any]] = {}
     query: Any = None
+
+    def seqs_of(run: Run) -> tuple[int, int] | None:
+        return ranges[run.pk] if run.pk in ranges else _input_range(run)
+
     for run in runs:
-        seqs = _input_range(run)
+        seqs = seqs_of(run)
         found[run.pk] = {"messages": [], "total": 0 if seqs is None else seqs[1] - seqs[0] + 1}
         if seqs is None:
             continue
@@ -110,7 +140,7 @@ def _input_messages(runs: list[Run]) -> dict[Any, dict[str, Any]]:
     unique = {(row[0], row[1]): row for row in query}  # two runs of one thread share rows
     rows = [unique[key] for key in sorted(unique, key=lambda key: key[1])]
     for run in runs:
-        seqs = _input_range(run)
+        seqs = seqs_of(run)
         if seqs is None:
             continue
         found[run.pk]["messages"] = [
@@ -121,15 +151,23 @@ def _input_messages(runs: list[Run]) -> dict[Any, dict[str, Any]]:
     return found
 
 
-def _step_messages(runs: list[Run]) -> dict[Any, list[tuple[Any, ...]]]:
+def _step_messages(
+    runs: list[Run], pair: tuple[Run, Run, int] | None
+) -> dict[Any, list[tuple[Any, ...]]]:
     """The messages each run produced, and those that reached its thread while it ran:
-    one query per run (each capped at MAX_STEP_MESSAGES rows, in seq order)."""
+    one query per run (each capped at MAX_STEP_MESSAGES rows, in seq order). For a fork
+    of the other run (`pair`: original, fork, fork step) also its copy of what the
+    original wrote before the fork step (after the original's input)."""
     found: dict[Any, list[tuple[Any, ...]]] = {}
     for run in runs:
         after = (_input_range(run) or (0, 0))[1]
+        end = _output_end(run)
+        if pair is not None and run.pk == pair[1].pk:
+            after = (_input_range(pair[0]) or (0, 0))[1]
+            end = max(end, (_input_range(run) or (0, 0))[1])
         rows = (
             Message.objects.filter(thread_id=run.thread_id, seq__gt=after)
-            .filter(Q(produced_by_run_id=run.pk) | Q(seq__lte=_output_end(run)))
+            .filter(Q(produced_by_run_id=run.pk) | Q(seq__lte=end))
             .exclude(visibility="internal")
             .order_by("seq")
             .values_list(*MESSAGE_FIELDS, "step_index")
@@ -161,6 +199,55 @@ def _tickets(run_ids: list[Any]) -> dict[Any, Any]:
     return found
 
 
+# --- a fork beside its original ---------------------------------------------------------------
+
+
+def _fork_pair(a: Run, b: Run) -> tuple[Run, Run, int] | None:
+    """(original, fork, fork step) when one run was forked from the other."""
+    for original, fork in ((a, b), (b, a)):
+        if fork.forked_from_id == original.pk and fork.fork_step is not None:
+            return original, fork, fork.fork_step
+    return None
+
+
+def _align_fork(
+    pair: tuple[Run, Run, int],
+    produced: dict[Any, list[tuple[Any, ...]]],
+    step_calls: dict[Any, list[tuple[int, ToolCall, bool]]],
+) -> None:
+    """Number the fork's rows and tool calls as the original's (see `run_compare`).
+
+    A fork's thread is a copy of the original's messages 1 … cut, seq for seq
+    (runs/services/forks.py): a copied message stands where the original's message of
+    the same seq stood (in the step that wrote it), and the original's tool calls of the
+    copied steps stand on the fork's side too (their results: the copied tool messages).
+    The fork's own steps come after the fork step."""
+    original, fork, step = pair
+    cut = (_input_range(fork) or (0, 0))[1]
+    wrote = {
+        row[1]: row[6]
+        for row in produced[original.pk]
+        if row[5] == original.pk and row[6] is not None and row[6] < step
+    }
+    rows = []
+    for row in produced[fork.pk]:
+        if row[1] <= cut:  # a copy: the original's step, or input (no producer)
+            index = wrote.get(row[1])
+            rows.append((*row[:5], fork.pk if index is not None else None, index))
+        elif row[5] == fork.pk and row[6] is not None:
+            rows.append((*row[:6], row[6] + step))
+        else:
+            rows.append(row)
+    produced[fork.pk] = rows
+    copied = [(index, call, True) for index, call, _ in step_calls[original.pk] if index < step]
+    own = [
+        (index + step, call, False)
+        for index, call, _ in step_calls[fork.pk]
+        if index + step < MAX_STEPS
+    ]
+    step_calls[fork.pk] = copied + own
+
+
 # --- one run's side --------------------------------------------------------------------------
 
 
@@ -186,10 +273,11 @@ def _side(
     run: Run,
     inputs: dict[str, Any],
     produced: list[tuple[Any, ...]],
-    calls: dict[Any, list[ToolCall]],
+    calls: list[tuple[int, ToolCall, bool]],
     tickets: dict[Any, Any],
 ) -> dict[str, Any]:
-    """The run's input and its steps by index, each {messages, text, tool_calls}."""
+    """The run's input and its steps by index, each {messages, text, tool_calls};
+    `calls`: (step index, tool call, copied from the original run: a fork's copy)."""
     by_call = {t.tool_call_id: t for t in tickets[run.pk]}
     steps: dict[int, dict[str, Any]] = {}
     results: dict[str, str] = {}
@@ -208,10 +296,10 @@ def _side(
             step["text"] = (step["text"] + "\n" + message["text"]).strip("\n")
         if message["role"] == Message.Role.TOOL and message["tool_call_id"]:
             results[message["tool_call_id"]] = message["text"]  # the last one wins
-    for call in calls[run.pk]:
-        index = call.step_index or 0  # the query leaves out calls without a step
+    for index, call, copied in calls:  # the query leaves out calls without a step
         step = steps.setdefault(index, {"messages": [], "text": "", "tool_calls": []})
-        step["tool_calls"].append(_call(call, results.get(call.call_id), by_call.get(call.pk)))
+        ticket = None if copied else by_call.get(call.pk)
+        step["tool_calls"].append(_call(call, results.get(call.call_id), ticket, copied))
     texts = [m["text"] for m in inputs["messages"] if m["role"] != Message.Role.TOOL]
     return {
         "input": {
@@ -226,8 +314,11 @@ def _side(
     }
 
 
-def _call(call: ToolCall, result: str | None, ticket: Ticket | None) -> dict[str, Any]:
+def _call(
+    call: ToolCall, result: str | None, ticket: Ticket | None, copied: bool = False
+) -> dict[str, Any]:
     return {
+        "copied": copied,
         "call_id": call.call_id,
         "name": call.tool_name,
         "arguments": call.arguments,

@@ -4,6 +4,7 @@ wait, and the health of the providers and endpoints runs depend on."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,10 +41,15 @@ def _of(rows: QuerySet[Any], agent_ids: list[int] | None, path: str = "agent_id"
     return rows if agent_ids is None else rows.filter(**{f"{path}__in": agent_ids})
 
 
-def dashboard(now: dt.datetime | None = None, agent_ids: list[int] | None = None) -> Dashboard:
+def dashboard(
+    now: dt.datetime | None = None,
+    agent_ids: list[int] | None = None,
+    teams: Collection[int] | None = None,
+) -> Dashboard:
     """Counters (runs.services.stats) and small index scans: the runs not done (partial
     index `run_open_idx`), the pending tickets, the failures index. `agent_ids`: only
-    these agents' (a user's teams'); None: every team."""
+    these agents' (a user's teams', `teams`: whose providers and endpoints show with the
+    shared ones); None: every team."""
     now = now or timezone.now()
     by_status = {status: 0 for status in Run.Status.values}
     by_reason: dict[str, int] = {}
@@ -81,7 +87,7 @@ def dashboard(now: dt.datetime | None = None, agent_ids: list[int] | None = None
         recent_failures=failures,
         hourly=hourly,
         wait_buckets=waits,
-        health=dependency_health(now, open_runs),
+        health=dependency_health(now, open_runs, agent_ids, teams),
         hourly_axis=[
             {"value": value, "y": round(CHART_HEIGHT * (1 - value / hourly_peak), 2)}
             for value in axis_ticks(hourly_peak)
@@ -110,12 +116,15 @@ def waits_peak(buckets: list[dict[str, Any]]) -> int:
     return max((bucket["count"] for bucket in buckets), default=0)
 
 
-def dashboard_cached(agent_ids: list[int] | None = None) -> Dashboard:
+def dashboard_cached(
+    agent_ids: list[int] | None = None, teams: Collection[int] | None = None
+) -> Dashboard:
     """The figures, computed once per AWAKEN_DASHBOARD_CACHE_SECONDS in this process, for
     the page and for the figures pushed to open dashboards. A user of some teams only
-    (`agent_ids`: their agents) gets their teams' figures, computed for them."""
+    (`agent_ids`: their agents, `teams`: those teams) gets their teams' figures, computed
+    for them."""
     if agent_ids is not None:
-        return dashboard(agent_ids=agent_ids)
+        return dashboard(agent_ids=agent_ids, teams=teams)
     seconds = settings.AWAKEN_DASHBOARD_CACHE_SECONDS
     if not seconds:
         return dashboard()
@@ -160,14 +169,28 @@ class HealthRow:
 
 
 def dependency_health(
-    now: dt.datetime, open_runs: list[tuple[str, str, int, int]] | None = None
+    now: dt.datetime,
+    open_runs: list[tuple[str, str, int, int]] | None = None,
+    agent_ids: list[int] | None = None,
+    teams: Collection[int] | None = None,
 ) -> list[HealthRow]:
     """Five queries whatever the number of runs: providers, endpoints, the model → provider
     map, the errors of the last day by pinned version (over the reason index), and those
-    versions' specs; the runs running or waiting come from `open_run_counts()`."""
+    versions' specs; the runs running or waiting come from `open_run_counts()`.
+
+    A user of some teams only (`agent_ids`: their agents, `teams`: those teams) sees their
+    teams' providers and endpoints and the shared ones (no team), and counts only their
+    agents' runs; `open_runs` must be counted for the same agents. None: every team."""
     fields = ("pk", "slug", "name", "health", "health_error", "health_checked_at")
-    providers = list(ModelProvider.objects.only(*fields).order_by("slug")[:HEALTH_ROWS_MAX])
-    endpoints = list(RemoteEndpoint.objects.only(*fields).order_by("slug")[:HEALTH_ROWS_MAX])
+    shown = Q()
+    if agent_ids is not None:  # of some teams: theirs and the shared ones
+        shown = Q(team__isnull=True) | Q(team_id__in=list(teams or ()))
+    providers = list(
+        ModelProvider.objects.filter(shown).only(*fields).order_by("slug")[:HEALTH_ROWS_MAX]
+    )
+    endpoints = list(
+        RemoteEndpoint.objects.filter(shown).only(*fields).order_by("slug")[:HEALTH_ROWS_MAX]
+    )
     if not providers and not endpoints:
         return []
     since = now - FAILED_WINDOW
@@ -189,11 +212,13 @@ def dependency_health(
     )
     counts = [
         (version, status, n)
-        for status, _, version, n in (open_runs if open_runs is not None else open_run_counts())
+        for status, _, version, n in (
+            open_runs if open_runs is not None else open_run_counts(agent_ids)
+        )
         if status in (Run.Status.RUNNING, Run.Status.WAITING)
     ]
     counts += (
-        Run.objects.filter(status_reason="error", created_at__gte=since)
+        _of(Run.objects.filter(status_reason="error", created_at__gte=since), agent_ids)
         .values_list("agent_version_id", "status")
         .annotate(n=Count("*"))
         .order_by()
@@ -272,7 +297,8 @@ def _wait_buckets(
     now: dt.datetime, agent_ids: list[int] | None
 ) -> tuple[list[dict[str, Any]], int]:
     """How long the tickets closed in the last 7 days waited (counters) plus how long the
-    pending ones wait so far (one pass over the pending tickets); and the number of
+    pending ones wait so far (one pass over the pending tickets, from the index
+    `ticket_pending_age_idx` alone: counts of a column it holds); and the number of
     pending tickets an operator decides (not the waits on a child run)."""
     counts = [0] * len(stats.WAIT_BUCKETS)
     recent = HourlyStat.objects.filter(hour__gte=now - dt.timedelta(days=7))
@@ -294,10 +320,11 @@ def _wait_buckets(
             window &= Q(created_at__gt=now - dt.timedelta(seconds=limit))
         if younger is not None:
             window &= Q(created_at__lte=now - dt.timedelta(seconds=younger))
-        ages[f"b{index}"] = Count("pk", filter=window)
+        ages[f"b{index}"] = Count("created_at", filter=window)
         younger = limit
     pending = _of(Ticket.objects.filter(status=Ticket.Status.PENDING), agent_ids).aggregate(
-        **ages, operators=Count("pk", filter=~Q(ticket_id__startswith=DELEGATE_TICKET_PREFIX))
+        **ages,
+        operators=Count("created_at", filter=~Q(ticket_id__startswith=DELEGATE_TICKET_PREFIX)),
     )
     for index in range(len(counts)):
         counts[index] += pending[f"b{index}"]

@@ -19,6 +19,7 @@ messages are never part of a fork. A prefix is always contiguous (seq 1..cut).
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
 
 from django.db.models import QuerySet
@@ -53,11 +54,21 @@ def fork_cuts(run: Run) -> list[int]:
         )
     )
     end = max([_input_end(run), *(seq for seq, _ in outputs)])
-    cuts = []
-    for step in range(run.steps + 1):
-        later = [seq for seq, index in outputs if index is not None and index >= step]
-        cuts.append(min(later) - 1 if later else end)
-    return cuts
+    # first[i]: the first message produced in step i; a boundary cuts before the first
+    # message of its step or any later one (one pass from the last step back)
+    first: dict[int, int] = {}
+    for seq, index in outputs:
+        if index is not None and (index not in first or seq < first[index]):
+            first[index] = seq
+    earliest = [0] * (run.steps + 1)
+    later: int | None = min(
+        (seq for index, seq in first.items() if index > run.steps), default=None
+    )
+    for step in range(run.steps, -1, -1):
+        if step in first:
+            later = first[step] if later is None else min(later, first[step])
+        earliest[step] = later - 1 if later is not None else end
+    return earliest
 
 
 def fork_prefix(run: Run, cut: int) -> list[Message]:
@@ -80,27 +91,51 @@ def message_preview(message: Message) -> str:
 
 
 def fork_boundaries(
-    run: Run, messages: list[Message] | None = None, cuts: list[int] | None = None
+    run: Run,
+    messages: list[Message] | None = None,
+    cuts: list[int] | None = None,
+    steps: list[int] | None = None,
 ) -> list[ForkBoundary]:
-    """Every boundary of `run` with a preview: for 0 the last user message of its input,
-    for N the messages between boundary N-1 and N (what step N-1 wrote, and input
-    delivered before step N). `messages` (the thread's messages up to the last cut) and
-    `cuts`: when the caller read them already."""
+    """Every boundary of `run` (or those of `steps`) with a preview: for 0 the last user
+    message of its input, for N the messages between boundary N-1 and N (what step N-1
+    wrote, and input delivered before step N). `messages` (the thread's messages up to the
+    last cut, in order) and `cuts`: when the caller read them already."""
     cuts = cuts if cuts is not None else fork_cuts(run)
     if messages is None:
         messages = fork_prefix(run, cuts[-1])
+    seqs = [m.seq for m in messages]
     result = []
-    for step, cut in enumerate(cuts):
+    for step in steps if steps is not None else range(len(cuts)):
+        cut = cuts[step]
         if step == 0:
-            users = [m for m in messages if m.seq <= cut and m.role == Message.Role.USER]
+            users = [m for m in messages[: bisect_right(seqs, cut)] if m.role == Message.Role.USER]
             preview = message_preview(users[-1]) if users else "(no input)"
             label = "0 · before the first step (its input)"
         else:
-            between = [m for m in messages if cuts[step - 1] < m.seq <= cut]
+            between = messages[bisect_right(seqs, cuts[step - 1]) : bisect_right(seqs, cut)]
             preview = " → ".join(message_preview(m) for m in between) or "(nothing written)"
             label = f"{step} · after step {step}"
         result.append(ForkBoundary(step=step, cut=cut, label=label, preview=_short(preview)))
     return result
+
+
+# step boundaries the fork form lists at most (about): a run of thousands of steps lists
+# its first and last boundaries, every k-th one and those around the chosen one
+FORM_BOUNDARIES = 60
+FORM_AROUND = 10  # boundaries listed on each side of the chosen one
+FORM_LADDER = 30  # about how many of every k-th boundary
+
+
+def form_steps(count: int, chosen: int) -> list[int]:
+    """The boundaries (0..count-1) the fork form lists with `chosen` picked: all of them
+    up to FORM_BOUNDARIES, else the first, the last, every k-th and those around
+    `chosen`; picking one re-renders the form with those around it."""
+    if count <= FORM_BOUNDARIES:
+        return list(range(count))
+    stride = -(-(count - 1) // FORM_LADDER)
+    listed = set(range(0, count, stride)) | {count - 1}
+    listed |= set(range(max(chosen - FORM_AROUND, 0), min(chosen + FORM_AROUND, count - 1) + 1))
+    return sorted(listed)
 
 
 def editable_messages(prefix: list[Message]) -> list[Message]:
@@ -129,7 +164,7 @@ class ForkPanel:
     """What the run page's fork form shows: the boundaries, the chosen one, the messages
     that may be edited there, the chosen one of those and the text its textarea holds."""
 
-    boundaries: list[ForkBoundary]
+    boundaries: list[ForkBoundary]  # those listed (form_steps): all but for long runs
     step: int
     choices: list[Message]
     edit: Message | None
@@ -137,6 +172,11 @@ class ForkPanel:
     version: str
     versions: dict[str, str]
     error: str = ""
+    boundary_count: int = 0  # the run's boundaries, listed or not
+
+    @property
+    def unlisted(self) -> int:
+        return self.boundary_count - len(self.boundaries)
 
 
 def fork_panel(
@@ -157,7 +197,8 @@ def fork_panel(
     choices = fork_form_choices([m for m in messages if m.seq <= cuts[chosen]])
     edit = next((m for m in choices if m.seq == edit_seq), None)
     return ForkPanel(
-        boundaries=fork_boundaries(run, messages, cuts),
+        boundaries=fork_boundaries(run, messages, cuts, form_steps(len(cuts), chosen)),
+        boundary_count=len(cuts),
         step=chosen,
         choices=choices,
         edit=edit,

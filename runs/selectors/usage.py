@@ -1,16 +1,19 @@
 """Cost, tokens and latency at a glance: per agent and per model over a window (runs,
 success rate, p50/p95 duration, tokens, cost per day), per tool (calls, failure rate,
 p95 latency). Two grouped reads of the hourly usage counters (runs.services.stats),
-whatever the number of runs (docs/stats.md)."""
+whatever the number of runs (docs/stats.md); the hours that can no longer change are
+summed once an hour (`_sums`)."""
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import math
 from collections import defaultdict
 from decimal import Decimal
 from typing import Any
 
+from django.core.cache import cache
 from django.db.models import Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
@@ -43,27 +46,10 @@ def usage(
     """The figures of the runs and tool calls that finished in [start, end) (whole UTC
     hours), of one agent (its slug) or all (`agent_ids`: of these agents only, a user's
     teams'; None: every team)."""
-    rows = HourlyUsage.objects.filter(hour__gte=start, hour__lt=end)
-    if agent_ids is not None:
-        rows = rows.filter(agent_id__in=agent_ids)
-    if agent:
-        rows = rows.filter(agent__slug=agent)
     groups: dict[tuple[str, str], dict[str, Any]] = defaultdict(_empty)
-    totals = (
-        rows.values_list("agent__slug", "kind", "name", "metric")
-        .annotate(n=Sum("count"))
-        .order_by()
-    )
+    totals, daily = _sums(start, end, agent, agent_ids)
     for slug, kind, name, metric, n in totals:
         groups[_group(kind, slug, name)]["metrics"][metric] += n
-    daily = (
-        rows.filter(metric="cost_nusd")
-        .exclude(kind=HourlyUsage.Kind.TOOL)
-        .annotate(day=TruncDate("hour", tzinfo=dt.UTC))
-        .values_list("agent__slug", "kind", "name", "day")
-        .annotate(n=Sum("count"))
-        .order_by()
-    )
     for slug, kind, name, day, n in daily:
         groups[_group(kind, slug, name)]["days"][day] += n
     days = _days(start, end)
@@ -73,6 +59,67 @@ def usage(
         "by_model": _runs_rows(groups, HourlyUsage.Kind.MODEL, "model", days),
         "by_tool": _tool_rows(groups),
     }
+
+
+Sums = tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]
+
+# The counters of an hour change while runs and tool calls finish in it (each counts in
+# the hour of the transaction that records it finished); an hour that ended more than
+# SETTLE ago no longer changes, so what the earlier hours of a window sum to is kept in
+# Django's cache for SETTLED_SECONDS (`manage.py rebuild_stats` shows in those hours once
+# that has passed).
+SETTLE = dt.timedelta(minutes=5)
+SETTLED_SECONDS = 3600
+
+
+def _sums(
+    start: dt.datetime, end: dt.datetime, agent: str | None, agent_ids: list[int] | None
+) -> Sums:
+    """The counters of [start, end): (agent, kind, name, metric, sum) and the cost by day
+    (agent, kind, name, day, sum). The hours that ended more than SETTLE ago are read
+    once per SETTLED_SECONDS, the others each time; two grouped reads each."""
+    settled = stats.hour_of(timezone.now() - SETTLE)
+    cut = min(max(start, settled), end)  # [start, cut) settled, [cut, end) live
+    totals: list[tuple[Any, ...]] = []
+    daily: list[tuple[Any, ...]] = []
+    if start < cut:
+        teams = "all" if agent_ids is None else ",".join(map(str, sorted(agent_ids)))
+        key = "runs:usage:" + hashlib.sha256(f"{start}|{cut}|{agent}|{teams}".encode()).hexdigest()
+        earlier = cache.get(key)
+        if earlier is None:
+            earlier = _read_sums(start, cut, agent, agent_ids)
+            cache.set(key, earlier, SETTLED_SECONDS)
+        totals += earlier[0]
+        daily += earlier[1]
+    if cut < end:
+        latest = _read_sums(cut, end, agent, agent_ids)
+        totals += latest[0]
+        daily += latest[1]
+    return totals, daily
+
+
+def _read_sums(
+    start: dt.datetime, end: dt.datetime, agent: str | None, agent_ids: list[int] | None
+) -> Sums:
+    rows = HourlyUsage.objects.filter(hour__gte=start, hour__lt=end)
+    if agent_ids is not None:
+        rows = rows.filter(agent_id__in=agent_ids)
+    if agent:
+        rows = rows.filter(agent__slug=agent)
+    totals = (
+        rows.values_list("agent__slug", "kind", "name", "metric")
+        .annotate(n=Sum("count"))
+        .order_by()
+    )
+    daily = (
+        rows.filter(metric="cost_nusd")
+        .exclude(kind=HourlyUsage.Kind.TOOL)
+        .annotate(day=TruncDate("hour", tzinfo=dt.UTC))
+        .values_list("agent__slug", "kind", "name", "day")
+        .annotate(n=Sum("count"))
+        .order_by()
+    )
+    return list(totals), list(daily)
 
 
 def _group(kind: str, slug: str, name: str) -> tuple[str, str]:

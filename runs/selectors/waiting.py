@@ -11,11 +11,11 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Exists, OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
 from runs.models import Run, Ticket
-from runs.selectors.base import Page, decode_cursor, encode_cursor
+from runs.selectors.base import Page, keyset_by
 
 LONGEST_WAITING = "longest_waiting"  # the runs list's sort by the oldest matching ticket
 LONGEST_WAITING_HELP = "longest_waiting (with a waiting filter): the oldest matching ticket first."
@@ -48,17 +48,7 @@ def longest_waiting_page(
     is set."""
     oldest = pending_tickets_of_run(tool, longer_than).order_by("created_at")
     runs = runs.annotate(waiting_since=Subquery(oldest.values("created_at")[:1]))
-    position = decode_cursor(cursor) if cursor else None
-    if position is not None:
-        since, pk = position
-        runs = runs.filter(waiting_since__gte=since).filter(
-            Q(waiting_since__gt=since) | Q(pk__gt=pk)
-        )
-    rows: list[Any] = list(runs.order_by("waiting_since", "pk")[: size + 1])
-    more = len(rows) > size
-    rows = rows[:size]
-    last = rows[-1] if more and rows else None
-    return Page(rows, encode_cursor(last.waiting_since, last.pk) if last is not None else None)
+    return keyset_by(runs, "waiting_since", cursor, size, ascending=True)
 
 
 def parse_minutes(raw: Any) -> int | None:

@@ -20,6 +20,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from common import limits
 from common.access import scope
 from common.audit import SYSTEM, Actor, audit_record
 from common.errors import DecisionConflict, InvalidInput, ServiceError
@@ -78,11 +79,11 @@ class TicketPolicy:
             return None
         if "(" in text or (text.startswith("/") and text.endswith("/")):
             try:
-                return ToolPattern.parse(text)
+                return _checked(ToolPattern.parse(text), text)
             except PatternError:
                 pass  # a value holding "(": try it as the argument part
         try:
-            return ToolPattern.parse(f"{self.tool or '*'}({text})")
+            return _checked(ToolPattern.parse(f"{self.tool or '*'}({text})"), text)
         except PatternError as exc:
             raise InvalidInput(
                 f"argument pattern {text!r} does not parse: {exc}; {PATTERN_HELP}",
@@ -103,6 +104,45 @@ class TicketPolicy:
                 {"field": "waiting_longer_than"},
             )
         return self.pattern()
+
+
+def _checked(pattern: ToolPattern, text: str) -> ToolPattern:
+    """`pattern`, unless its glob on the primary argument is malformed. A permission rule
+    would take `((((` as a literal glob that matches (almost) nothing; typed into a policy
+    it is a mistake, and a preview saying "no match" would hide it."""
+    if pattern.arg_glob is not None and pattern.arg_field is None:
+        problem = glob_problem(pattern.arg_glob)
+        if problem is not None:
+            raise PatternError(
+                f"{problem} in {pattern.arg_glob!r} (a literal one is written [(], [)] or [[])"
+            )
+    return pattern
+
+
+def glob_problem(glob: str) -> str | None:
+    """What is unbalanced in `glob` (parentheses, fnmatch's [sets]), or None."""
+    depth, index = 0, 0
+    while index < len(glob):
+        char = glob[index]
+        if char == "[":
+            end = index + 1
+            if glob[end : end + 1] == "!":
+                end += 1
+            if glob[end : end + 1] == "]":
+                end += 1  # a leading ] is part of the set
+            close = glob.find("]", end)
+            if close == -1:
+                return "a [ that no ] closes"
+            index = close + 1
+            continue
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            if depth < 0:
+                return "a ) that closes nothing"
+        index += 1
+    return "a ( that is never closed" if depth > 0 else None
 
 
 def _candidates(
@@ -277,7 +317,9 @@ def bulk_guard(tickets: Iterable[Ticket], action: str, comment: str, confirmed: 
     """The teams' guards on a bulk decision, before anything changes: none of the teams
     is frozen (Frozen), a reject has a reason where a team requires one (InvalidInput),
     and more tickets than the lowest threshold of the teams were confirmed
-    (ConfirmationRequired). `tickets` need `run__agent` loaded."""
+    (ConfirmationRequired). `tickets` need `run__agent` loaded. A comment longer than
+    the limit is refused first (common/limits.py)."""
+    limits.check_chars(comment, limits.comment_chars(), "comment", "the comment")
     items = list(tickets)
     team_ids = sorted({t.run.agent.team_id for t in items if t.run.agent.team_id is not None})
     for team_id in team_ids:

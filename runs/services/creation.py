@@ -11,6 +11,7 @@ from django.utils import timezone
 from agents.models import Agent, AgentVersion
 from agents.pricing import price_snapshot
 from agents.selectors import agent_version_current
+from common import limits
 from common.audit import Actor, audit_record
 from common.errors import InvalidInput
 from common.jsonsafe import unstorable_in
@@ -21,13 +22,14 @@ from runs.services import stats
 from runs.services.dispatch import enqueue_on_commit
 from runs.services.events import events_append, run_start_event, thread_projection
 
-MAX_MESSAGE_CHARS = 100_000
 MAX_MESSAGES = 50
 INPUT_ROLES = ("user", "assistant", "system")
 
 
 def normalize_input_messages(messages: Any) -> list[rt.Message]:
-    """Accept a string or [{role, content}] where content is a string or text blocks."""
+    """Accept a string or [{role, content}] where content is a string or text blocks,
+    each message's text at most AWAKEN_MAX_MESSAGE_CHARS long (common/limits.py)."""
+    plain = isinstance(messages, str)
     if isinstance(messages, str):
         messages = [{"role": "user", "content": messages}]
     if not isinstance(messages, list) or not messages:
@@ -60,8 +62,8 @@ def normalize_input_messages(messages: Any) -> list[rt.Message]:
             raise InvalidInput(f"{where}.content contains {unstorable}")
         if not text.strip():
             raise InvalidInput(f"{where}.content is empty")
-        if len(text) > MAX_MESSAGE_CHARS:
-            raise InvalidInput(f"{where}.content is longer than {MAX_MESSAGE_CHARS} characters")
+        what = "the message" if plain else f"{where}.content"
+        limits.check_chars(text, limits.message_chars(), f"{where}.content", what)
         result.append(rt.Message(role=rt.Role(role), content=blocks))
     return result
 

@@ -87,7 +87,7 @@ def thread_start_next(thread_id: Any) -> Run | None:
     )
     if not waiting.exists():
         return None
-    thread = Thread.objects.select_for_update().get(pk=thread_id)
+    thread = Thread.objects.select_for_update(no_key=True).get(pk=thread_id)
     if thread_open_run(thread) is not None:
         return None
     input_ = waiting.select_related("agent", "actor").order_by("seq").first()

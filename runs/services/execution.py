@@ -77,6 +77,7 @@ from runs.services.leases import (
     run_release,
     worker_identity,
 )
+from runs.services.locks import lock_thread_of, retry_lock_conflicts
 from runs.services.notifications import notify_run, notify_ticket
 from runs.services.remote import abort_remote_on_commit
 from runs.services.replay_flow import REPLAY_MODE, replay_run_ended, replays_repair
@@ -168,19 +169,11 @@ def run_execute(*, run: Run, worker: str) -> BackendRunResult:
 def run_advance(*, run_id: Any, worker: str | None = None) -> str:
     """The body of the `advance_run` task. Returns what happened, for logs and tests."""
     worker = worker or worker_identity()
-    segment: Segment | None = None
-    failure: Exception | None = None
-    with transaction.atomic():  # the claim and everything the segment loads: one round
-        run = run_claim_next(run_id=run_id, worker=worker)
-        if run is None:
-            return "skipped"
-        run_id = run.pk  # a run ahead of it by priority, maybe
-        try:
-            segment = Segment(run, worker, just_claimed=True)
-        except (OperationalError, InterfaceError):
-            raise  # the claim rolls back with it: the run is still due
-        except Exception as exc:  # bad data: fail the run below, once the claim committed
-            failure = exc
+    claimed = _claim(run_id, worker)
+    if claimed is None:
+        return "skipped"
+    run, segment, failure = claimed
+    run_id = run.pk  # a run ahead of it by priority, maybe
     if run.attempt == 1:  # its first claim
         metrics.run_started(run.agent.slug)
     attempt = run.attempt
@@ -244,22 +237,43 @@ def run_advance(*, run_id: Any, worker: str | None = None) -> str:
     return outcome
 
 
+@retry_lock_conflicts
+@transaction.atomic  # the claim and everything the segment loads: one round
+def _claim(run_id: Any, worker: str) -> tuple[Run, Segment | None, Exception | None] | None:
+    """Claim the run (or one ahead of it) and load its segment; a segment that cannot be
+    loaded from bad data is returned as the failure to fail the run with, once the claim
+    committed. None: nothing to claim."""
+    run = run_claim_next(run_id=run_id, worker=worker)
+    if run is None:
+        return None
+    try:
+        return run, Segment(run, worker, just_claimed=True), None
+    except (OperationalError, InterfaceError):
+        raise  # the claim rolls back with it: the run is still due
+    except Exception as exc:
+        return run, None, exc
+
+
 def _count_recovery(run_id: Any, attempt: int) -> int:
     """One more recovery of the run (while this worker still holds it); the new count."""
     Run.objects.filter(pk=run_id, attempt=attempt).update(recoveries=F("recoveries") + 1)
     return int(Run.objects.values_list("recoveries", flat=True).get(pk=run_id))
 
 
+@retry_lock_conflicts
 @transaction.atomic
 def run_fail(*, run_id: Any, attempt: int | None, message: str, given_up: bool = False) -> bool:
     """End a run `done`/`error` with a message, if this worker still holds it; notify
     run.given_up (`given_up`: it kept losing its workers) or run.failed."""
-    query = Run.objects.select_for_update().filter(pk=run_id).exclude(status=Run.Status.DONE)
+    query = (
+        Run.objects.select_for_update(no_key=True).filter(pk=run_id).exclude(status=Run.Status.DONE)
+    )
     if attempt is not None:
         query = query.filter(attempt=attempt)
     run = query.first()
     if run is None:
         return False
+    lock_thread_of(run)  # the run, then its thread (runs.services.locks)
     now = timezone.now()
     termination = rt.TerminationReason.error(message)
     run.status = Run.Status.DONE
@@ -275,7 +289,7 @@ def run_fail(*, run_id: Any, attempt: int | None, message: str, given_up: bool =
     background_cancel(run, now)
     run.save()
     stats.run_finished(run)
-    metrics.run_failed(run)
+    metrics.run_ended(run)
     if run.run_mode != REPLAY_MODE:  # replays notify nobody
         notify_run(
             run, NotificationEvent.RUN_GIVEN_UP if given_up else NotificationEvent.RUN_FAILED

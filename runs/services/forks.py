@@ -12,6 +12,7 @@ from django.db import transaction
 from agents.models import AgentVersion
 from agents.selectors import agent_version_current
 from agents.services.agents import agent_draft_snapshot
+from common import limits
 from common.audit import Actor, audit_record
 from common.errors import InvalidInput
 from common.jsonsafe import unstorable_in
@@ -20,7 +21,7 @@ from runs.message_rows import message_from_row
 from runs.models import Message, Run
 from runs.runtime import types as rt
 from runs.selectors.forks import editable_messages, fork_cuts, fork_prefix
-from runs.services.creation import MAX_MESSAGE_CHARS, new_thread_for, run_create
+from runs.services.creation import new_thread_for, run_create
 
 FORK_VERSIONS = ("original", "latest", "draft")
 
@@ -76,8 +77,7 @@ def _checked_edit(prefix: list[Message], edit: Any, step: int) -> tuple[Message,
         )
     if not isinstance(text, str) or not text.strip():
         raise InvalidInput("edit.text must be a non-empty string", {"edit.text": ["empty"]})
-    if len(text) > MAX_MESSAGE_CHARS:
-        raise InvalidInput(f"edit.text is longer than {MAX_MESSAGE_CHARS} characters")
+    limits.check_chars(text, limits.message_chars(), "edit.text", "edit.text")
     unstorable = unstorable_in(text)
     if unstorable:
         raise InvalidInput(f"edit.text contains {unstorable}")

@@ -30,7 +30,7 @@ def steer_deliver(run: Run, message_count: int) -> list[rt.Message]:
     `message_count`, the checkpoint's committed count), each recorded delivered at
     `next_step` with its `input_delivered` event. Returns the messages appended."""
     inputs = list(
-        PendingInput.objects.select_for_update()
+        PendingInput.objects.select_for_update(no_key=True)
         .filter(run_id=run.pk, status=PendingInput.Status.PENDING)
         .order_by("seq")
     )

@@ -28,6 +28,7 @@ from common.audit import SYSTEM, Actor, audit_record
 from common.errors import IllegalTransition, InvalidInput, NotFound
 from common.teams import ensure_reason, ensure_writable
 from runs.models import DEFAULT_PRIORITY, PendingInput, Run, Thread
+from runs.realtime import broadcast_thread_changed
 from runs.runtime import types as rt
 from runs.services.creation import (
     new_thread_for,
@@ -35,6 +36,7 @@ from runs.services.creation import (
     run_create,
 )
 from runs.services.delivery import delivery_events, messages_json, thread_start_next
+from runs.services.locks import lock_run, lock_thread_with_open_run, retry_lock_conflicts
 from runs.services.runs import run_cancel_unchecked, run_continue
 
 Mode = PendingInput.Mode
@@ -75,8 +77,22 @@ def input_submit(
         )
     _check_priority(priority)
     new_messages = normalize_input_messages(messages)
-    with transaction.atomic():
-        return _submit(agent, new_messages, thread, run, mode, priority, actor, idempotency_key)
+    return _submit_atomic(agent, new_messages, thread, run, mode, priority, actor, idempotency_key)
+
+
+@retry_lock_conflicts
+@transaction.atomic
+def _submit_atomic(
+    agent: Agent | None,
+    new_messages: list[rt.Message],
+    thread: Thread | None,
+    run: Run | None,
+    mode: str,
+    priority: int,
+    actor: Actor,
+    key: str,
+) -> InputOutcome:
+    return _submit(agent, new_messages, thread, run, mode, priority, actor, key)
 
 
 def _submit(
@@ -148,22 +164,8 @@ def _check_priority(priority: int) -> None:
 
 
 def _lock_thread(thread_id: Any) -> tuple[Thread, Run | None]:
-    """Lock the thread's open run, then the thread: the order a worker's checkpoint takes
-    them in (run row, then thread row), so a sender and a checkpoint never deadlock."""
-    for _ in range(5):
-        open_id = Thread.objects.filter(pk=thread_id).values_list("open_run_id", flat=True).get()
-        open_run = (
-            Run.objects.select_for_update()
-            .filter(pk=open_id)
-            .exclude(status=Run.Status.DONE)
-            .first()
-            if open_id
-            else None
-        )
-        thread = Thread.objects.select_for_update().get(pk=thread_id)
-        if thread.open_run_id == open_id:
-            return thread, open_run
-    raise IllegalTransition(f"thread {thread_id} is changing runs; send the message again")
+    """Lock the thread's open run, then the thread (the lock order: runs.services.locks)."""
+    return lock_thread_with_open_run(thread_id)
 
 
 def _queued(thread: Thread) -> bool:
@@ -217,6 +219,7 @@ def _accept(
     )
     if save:
         input_.save(force_insert=True)
+        inputs_changed_on_commit(thread.pk, thread.team_id)
         audit_record(
             actor=actor,
             action="input.queue",
@@ -285,8 +288,8 @@ def _pending(input_id: Any) -> PendingInput:
     locks the run first, then the input)."""
     steers = PendingInput.objects.filter(pk=input_id).values_list("run_id", flat=True).first()
     if steers is not None:
-        list(Run.objects.select_for_update().filter(pk=steers).values_list("pk", flat=True))
-    input_ = PendingInput.objects.select_for_update().filter(pk=input_id).first()
+        lock_run(steers)
+    input_ = PendingInput.objects.select_for_update(no_key=True).filter(pk=input_id).first()
     if input_ is None:
         raise NotFound(f"input {input_id} not found")
     ensure_writable(
@@ -300,6 +303,7 @@ def _pending(input_id: Any) -> PendingInput:
     return input_
 
 
+@retry_lock_conflicts
 @transaction.atomic
 def input_edit(
     *, input_id: Any, messages: Any = None, priority: int | None = None, actor: Actor = SYSTEM
@@ -315,6 +319,7 @@ def input_edit(
         input_.priority = priority
     input_.updated_at = timezone.now()
     input_.save(update_fields=["messages", "priority", "updated_at"])
+    inputs_changed_on_commit(input_.thread_id)
     audit_record(
         actor=actor,
         action="input.edit",
@@ -326,11 +331,13 @@ def input_edit(
     return input_
 
 
+@retry_lock_conflicts
 @transaction.atomic
 def input_retract(*, input_id: Any, actor: Actor = SYSTEM) -> PendingInput:
     """Withdraw a pending input: it will never be delivered."""
     input_ = _pending(input_id)
     _close(input_, PendingInput.Status.RETRACTED)
+    inputs_changed_on_commit(input_.thread_id)
     audit_record(
         actor=actor,
         action="input.retract",
@@ -339,6 +346,20 @@ def input_retract(*, input_id: Any, actor: Actor = SYSTEM) -> PendingInput:
         before={"text": input_.text, "mode": input_.mode},
     )
     return input_
+
+
+def inputs_changed_on_commit(thread_id: Any, team_id: int | None = None) -> None:
+    """Once this commits, the open pages of the thread refetch its pending input: a
+    change that appends no run event reaches them no other way (other processes' pages
+    through the channel layer, or runs/watcher.py reading the audit entry)."""
+
+    def announce() -> None:
+        team = team_id
+        if team is None:
+            team = Thread.objects.filter(pk=thread_id).values_list("team_id", flat=True).first()
+        broadcast_thread_changed(thread_id, team)
+
+    transaction.on_commit(announce, robust=True)
 
 
 def _close(input_: PendingInput, status: str) -> None:
@@ -352,6 +373,7 @@ def _close(input_: PendingInput, status: str) -> None:
     input_.save(update_fields=["status", "run", "closed_at", "updated_at"])
 
 
+@retry_lock_conflicts
 @transaction.atomic
 def thread_interrupt(*, thread: Thread, actor: Actor = SYSTEM, reason: str = "") -> dict[str, Any]:
     """Cancel the thread's open run and every input still waiting, in one action. Refused
@@ -362,11 +384,13 @@ def thread_interrupt(*, thread: Thread, actor: Actor = SYSTEM, reason: str = "")
     if open_run is not None:
         ensure_reason(thread.team_id, reason, "cancel a run")
     cancelled = []
-    for input_ in PendingInput.objects.select_for_update().filter(
+    for input_ in PendingInput.objects.select_for_update(no_key=True).filter(
         thread=thread, status=PendingInput.Status.PENDING
     ):
         _close(input_, PendingInput.Status.CANCELLED)
         cancelled.append(str(input_.pk))
+    if cancelled:
+        inputs_changed_on_commit(thread.pk, thread.team_id)
     if open_run is not None:
         open_run = run_cancel_unchecked(run=open_run, actor=actor, reason=reason)
     audit_record(

@@ -7,7 +7,9 @@ by the (destination, event, subject) constraints, so the notification exists exa
 when the event committed. `notifications_drain` (the `runs.deliver_notifications` task,
 kicked after commit and ticked by beat) sends the due rows outside any transaction, each
 under a lease, and retries failures with exponential backoff until they are delivered or
-out of attempts. How one delivery is sent: `runs.services.notify_send`.
+out of attempts, one destination at a time (`runs.services.notify_circuit`: each
+destination's lease and circuit breaker). The task runs on its own `notifications` queue
+and worker, never beside runs. How one delivery is sent: `runs.services.notify_send`.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 
 from celery import current_app
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import BigIntegerField, Value
 from django.db.models.signals import post_delete, post_save
@@ -37,6 +40,7 @@ from common.audit import Actor, audit_record
 from common.errors import IllegalTransition, InvalidInput
 from runs.models import (
     NotificationChannel,
+    NotificationCircuit,
     NotificationDelivery,
     NotificationEvent,
     NotificationRule,
@@ -44,13 +48,20 @@ from runs.models import (
     Run,
     Ticket,
 )
+from runs.services.notify_circuit import (
+    CLAIM_BATCH,
+    destination_filter,
+    due_deliveries,
+    lease_seconds,
+    record_outcome,
+    release_destination,
+    take_destination,
+)
 from runs.services.notify_send import SendOutcome, send_delivery
 
 logger = logging.getLogger(__name__)
 
 DRAIN_TASK = "runs.deliver_notifications"
-CLAIM_BATCH = 10  # rows taken under one lease
-LEASE_MARGIN_SECONDS = 30.0
 MAX_ARGUMENTS_CHARS = 4000  # larger tool arguments are left out of the payload
 EVENTS = {choice.value for choice in NotificationEvent}
 TICKET_EVENTS = {NotificationEvent.TICKET_OPENED, NotificationEvent.TICKET_DEADLINE_NEAR}
@@ -311,10 +322,25 @@ def notify_run_finished(run: Run, error_payload: Any = None) -> int:
     )
 
 
+class _Doorbell:
+    """Where `kick_drain` rings in this process: the embedded worker's notification
+    senders (runs/embedded.py) when they run here, else the `notifications` queue."""
+
+    def __init__(self) -> None:
+        self.local: threading.Event | None = None
+
+
+doorbell = _Doorbell()
+
+
 def kick_drain() -> None:
     """Ring the drain's doorbell; losing it loses nothing (beat ticks it anyway)."""
+    local = doorbell.local
+    if local is not None:
+        local.set()
+        return
     try:
-        current_app.tasks[DRAIN_TASK].delay()
+        current_app.tasks[DRAIN_TASK].delay()  # routed to the `notifications` queue
     except Exception:
         logger.warning("could not enqueue %s; the next tick will drain", DRAIN_TASK, exc_info=True)
 
@@ -322,26 +348,18 @@ def kick_drain() -> None:
 # --- the drain ----------------------------------------------------------------------------
 
 
-def _due(now: dt.datetime) -> Any:
-    active = [NotificationDelivery.Status.PENDING, NotificationDelivery.Status.SENDING]
-    return NotificationDelivery.objects.filter(status__in=active, next_attempt_at__lte=now)
-
-
-def _claim(batch: int) -> list[NotificationDelivery]:
-    """Take up to `batch` due rows (a `sending` row whose lease lapsed is due again): mark
-    them `sending` under a lease and count the attempt, in one short transaction."""
+def _claim(batch: int, key: str) -> list[NotificationDelivery]:
+    """Take up to `batch` due rows of destination `key` (a `sending` row whose lease
+    lapsed is due again): mark them `sending` under a lease and count the attempt, in one
+    short transaction, and extend the destination's lease to match."""
     now = timezone.now()
-    timeout = float(settings.AWAKEN_NOTIFY_TIMEOUT)
+    due = due_deliveries(now).filter(**destination_filter(key))
     with transaction.atomic():
-        rows = list(
-            _due(now)
-            .select_related("channel", "user")
-            .select_for_update(skip_locked=True, of=("self",))
-            .order_by("next_attempt_at")[:batch]
-        )
+        rows = list(due.select_for_update(skip_locked=True).order_by("next_attempt_at")[:batch])
         if not rows:
             return []
-        lease = now + dt.timedelta(seconds=timeout * len(rows) + LEASE_MARGIN_SECONDS)
+        _with_destinations(rows)
+        lease = now + dt.timedelta(seconds=lease_seconds(len(rows)))
         for row in rows:
             row.status = NotificationDelivery.Status.SENDING
             row.attempts += 1
@@ -350,7 +368,32 @@ def _claim(batch: int) -> list[NotificationDelivery]:
         NotificationDelivery.objects.bulk_update(
             rows, ["status", "attempts", "next_attempt_at", "last_attempt_at"]
         )
+        NotificationCircuit.objects.filter(destination=key).update(busy_until=lease)
     return rows
+
+
+def _with_destinations(rows: list[NotificationDelivery]) -> None:
+    """Read the rows' channels and users (one query each; a deleted one stays None,
+    while the row keeps its id: it then fails as deleted)."""
+    channel_field = NotificationDelivery._meta.get_field("channel")
+    user_field = NotificationDelivery._meta.get_field("user")
+    channel_ids = {row.channel_id for row in rows if row.channel_id is not None}
+    user_ids = {row.user_id for row in rows if row.user_id is not None}
+    channels = NotificationChannel.objects.in_bulk(channel_ids) if channel_ids else {}
+    users = get_user_model().objects.in_bulk(user_ids) if user_ids else {}
+    for row in rows:
+        channel_field.set_cached_value(row, channels.get(row.channel_id))
+        user_field.set_cached_value(row, users.get(row.user_id))
+
+
+def _unclaim(rows: list[NotificationDelivery]) -> None:
+    """Give back rows taken but not attempted (their destination's circuit opened):
+    pending again, due when it closes, the attempt not counted."""
+    Status = NotificationDelivery.Status
+    for row in rows:
+        NotificationDelivery.objects.filter(
+            pk=row.pk, status=Status.SENDING, attempts=row.attempts
+        ).update(status=Status.PENDING, attempts=row.attempts - 1, next_attempt_at=timezone.now())
 
 
 def retry_delay(attempts: int) -> float:
@@ -390,23 +433,49 @@ def _finish(row: NotificationDelivery, outcome: SendOutcome) -> str:
     )
 
 
-def notifications_drain(limit: int = 200) -> dict[str, int]:
-    """Send up to `limit` due deliveries; each is taken under a lease, sent outside any
-    transaction, then marked delivered, rescheduled or failed. Safe to run concurrently."""
-    counts = {"delivered": 0, "retrying": 0, "failed": 0, "lost": 0}
+def _send(row: NotificationDelivery) -> SendOutcome:
+    try:
+        return send_delivery(row)
+    except Exception as exc:  # a bug must not leave the row leased for good
+        logger.exception("notification %s: sending failed", row.pk)
+        return SendOutcome(error=f"internal error: {type(exc).__name__}: {exc}")
+
+
+def _drain_destination(key: str, limit: int, counts: dict[str, int]) -> int:
+    """Send up to `limit` due deliveries of one leased destination, oldest first, until
+    none is due or its circuit opens; returns how many were taken."""
     taken = 0
     while taken < limit:
-        rows = _claim(min(CLAIM_BATCH, limit - taken))
+        rows = _claim(min(CLAIM_BATCH, limit - taken), key)
         if not rows:
             break
         taken += len(rows)
-        for row in rows:
-            try:
-                outcome = send_delivery(row)
-            except Exception as exc:  # a bug must not leave the row leased for good
-                logger.exception("notification %s: sending failed", row.pk)
-                outcome = SendOutcome(error=f"internal error: {type(exc).__name__}: {exc}")
+        for index, row in enumerate(rows):
+            outcome = _send(row)
             counts[_finish(row, outcome)] += 1
+            if record_outcome(key, outcome):
+                _unclaim(rows[index + 1 :])
+                return taken
+    return taken
+
+
+def notifications_drain(limit: int = 200) -> dict[str, int]:
+    """Send up to `limit` due deliveries, one destination after another; each delivery
+    is taken under a lease, sent outside any transaction, then marked delivered,
+    rescheduled or failed. Safe to run concurrently: each destination is sent to by one
+    drainer at a time, each delivery by one."""
+    counts = {"delivered": 0, "retrying": 0, "failed": 0, "lost": 0}
+    taken = 0
+    done: set[str] = set()
+    while taken < limit:
+        key = take_destination(done)
+        if key is None:
+            break
+        done.add(key)
+        try:
+            taken += _drain_destination(key, limit - taken, counts)
+        finally:
+            release_destination(key)
     return counts
 
 

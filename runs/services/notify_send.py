@@ -10,12 +10,15 @@ the vetted address is pinned and redirects are not followed.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import http.client
 import json
 import secrets
+import socket
 import ssl
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -166,6 +169,14 @@ def slack_body(payload: dict[str, Any]) -> dict[str, Any]:
 # --- sending ------------------------------------------------------------------------------
 
 
+def _cut(connection: http.client.HTTPConnection) -> None:
+    """The attempt's deadline passed: shut its socket, so the read in progress ends."""
+    sock = connection.sock
+    if sock is not None:
+        with contextlib.suppress(OSError):  # already closed
+            sock.shutdown(socket.SHUT_RDWR)
+
+
 def post_json(url: str, body: bytes, headers: dict[str, str]) -> SendOutcome:
     """POST `body` to `url` through the SSRF guard (pinned address, no redirects)."""
     timeout = float(settings.AWAKEN_NOTIFY_TIMEOUT)
@@ -178,6 +189,11 @@ def post_json(url: str, body: bytes, headers: dict[str, str]) -> SendOutcome:
     except AddressRefusedError as exc:
         return SendOutcome(error=f"refused: {exc}", permanent="non-public" in str(exc))
     connection = PinnedConnection(host, port, addresses, timeout, tls_context() if tls else None)
+    # The socket's timeout bounds each read; this bounds the whole attempt (connect, send,
+    # answer), so a receiver that trickles its answer cannot hold the sender longer.
+    deadline = threading.Timer(timeout, _cut, args=(connection,))
+    deadline.daemon = True
+    deadline.start()
     try:
         connection.request(
             "POST",
@@ -195,8 +211,11 @@ def post_json(url: str, body: bytes, headers: dict[str, str]) -> SendOutcome:
     except TimeoutError:
         return SendOutcome(error=f"timed out after {timeout:g}s")
     except (ssl.SSLError, http.client.HTTPException, OSError) as exc:
+        if not deadline.is_alive():  # cut at the deadline
+            return SendOutcome(error=f"timed out after {timeout:g}s")
         return SendOutcome(error=f"{type(exc).__name__}: {exc}")
     finally:
+        deadline.cancel()
         connection.close()
     if 200 <= response.status < 300:
         return SendOutcome(ok=True, response_code=response.status)

@@ -16,7 +16,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from runs.models import ReplayItem, ReplaySet, Run, RunEvent, ToolCall
+from runs.models import Message, ReplayItem, ReplaySet, Run, RunEvent, ToolCall
 from runs.runtime.ports import Tool, ToolCallContext
 from runs.runtime.types import ToolDescriptor, ToolResult, ToolStatus
 
@@ -70,7 +70,13 @@ class RecordedTool:
 
 
 def recorded_answers(original_run_id: Any, tool_names: set[str]) -> dict[str, dict[str, Any]]:
-    """(tool name + arguments key) -> the first finished result the original run got."""
+    """(tool name + arguments key) -> the first finished result the original run got.
+
+    The event payloads keep the data but not always its key order (PostgreSQL's jsonb
+    sorts keys), so a replay answering from them alone told the model the same JSON in
+    another order, and the compare page showed texts that differ where the data does
+    not. The data is therefore taken, in its order, from the original's tool message
+    (the text the model read, stored as a string) when that text holds the same data."""
     if original_run_id is None or not tool_names:
         return {}
     calls = dict(
@@ -78,6 +84,9 @@ def recorded_answers(original_run_id: Any, tool_names: set[str]) -> dict[str, di
             "call_id", "arguments"
         )
     )
+    if not calls:
+        return {}
+    texts = _tool_message_texts(original_run_id, list(calls))
     answers: dict[str, dict[str, Any]] = {}
     done = RunEvent.objects.filter(run_id=original_run_id, event_type="tool_call_done")
     for payload in done.order_by("seq").values_list("payload", flat=True):
@@ -86,8 +95,42 @@ def recorded_answers(original_run_id: Any, tool_names: set[str]) -> dict[str, di
         if call_id not in calls or result.get("status") == ToolStatus.PENDING.value:
             continue
         key = f"{result.get('tool_name')}:{arguments_key(calls[call_id])}"
-        answers.setdefault(key, result)
+        if key not in answers:
+            answers[key] = _in_recorded_order(result, texts.get(call_id))
     return answers
+
+
+def _tool_message_texts(run_id: Any, call_ids: list[str]) -> dict[str, str]:
+    """The text of the tool message each call of the run got (the first one)."""
+    rows = (
+        Message.objects.filter(
+            produced_by_run_id=run_id, role=Message.Role.TOOL, tool_call_id__in=call_ids
+        )
+        .order_by("-seq")
+        .values_list("tool_call_id", "content")
+    )
+    texts: dict[str, str] = {}
+    for call_id, content in rows:  # newest first: the first message of a call wins
+        blocks = content if isinstance(content, list) else []
+        texts[call_id] = "".join(
+            str(b.get("text", ""))
+            for b in blocks
+            if isinstance(b, dict) and b.get("type") == "text"
+        )
+    return texts
+
+
+def _in_recorded_order(result: dict[str, Any], text: str | None) -> dict[str, Any]:
+    """`result` with its data as the model read it (the keys in their original order)."""
+    if text is None or result.get("message") is not None:
+        return result  # an error's text is its message, which keeps its characters
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return result
+    if data != result.get("data"):
+        return result  # not the same answer (edited, or not JSON of it): keep the record
+    return {**result, "data": data}
 
 
 def replay_tool_wrapper(run: Run) -> Callable[[Tool], Tool] | None:

@@ -23,6 +23,7 @@ from agents.errors import AgentConfigInvalid
 from agents.models import Agent, AgentVersion
 from agents.selectors import agent_version_by_number, agent_version_latest
 from agents.services.agents import agent_draft_snapshot
+from common.access import scope
 from common.audit import Actor, audit_record
 from common.errors import IllegalTransition, InvalidInput
 from common.teams import ensure_writable
@@ -33,6 +34,7 @@ from runs.services.runs import run_cancel_unchecked
 MAX_LIMIT = 200
 MAX_CONCURRENCY = 8
 DEFAULT_LIMIT = 20
+MAX_VERSION_NUMBER = 2_147_483_647  # the largest a version number column holds
 OUTCOMES = ("any", "completed", "failed", "cancelled")
 FAILED = Q(status_reason__in=["error", "timeout"]) | Q(status_reason__startswith="stopped:")
 
@@ -99,24 +101,48 @@ def _choice(raw: Any, name: str, choices: tuple[str, ...] | list[str], default: 
     return value
 
 
-def replay_request(data: dict[str, Any]) -> ReplayRequest:
+def _version_choice(raw: Any) -> str:
+    """ "latest" (also for a missing or null version), "draft", or a published version
+    number (a positive integer, or its digits): anything else is named as wrong rather
+    than read as "latest" (0 and false were)."""
+    if raw is None or raw == "":
+        return "latest"
+    if isinstance(raw, bool) or not isinstance(raw, int | str):
+        value = None
+    elif isinstance(raw, int):
+        value = str(raw) if 1 <= raw <= MAX_VERSION_NUMBER else None
+    else:
+        text = raw.strip().lower()
+        number = text.isascii() and text.isdigit() and len(text) <= 10
+        if text in ("latest", "draft") or (number and 1 <= int(text) <= MAX_VERSION_NUMBER):
+            value = text if not number else str(int(text))
+        else:
+            value = None
+    if value is None:
+        shown = repr(raw)[:80]
+        raise InvalidInput(
+            f"version must be latest, draft or a published version number (1, 2, …), got {shown}",
+            {"version": [shown]},
+        )
+    return value
+
+
+def replay_request(data: dict[str, Any], user: Any = None) -> ReplayRequest:
     """Check a request (agent_id, version, filters{outcome, created_after, created_before},
-    limit, ticket_policy, http_mode, concurrency); InvalidInput names what is wrong."""
+    limit, ticket_policy, http_mode, concurrency); InvalidInput names what is wrong. With
+    `user`, an agent of a team they cannot see is refused as an unknown one, before
+    anything else is checked (the answer does not tell that it exists)."""
     if not isinstance(data, dict):
         raise InvalidInput("the body must be a JSON object")
     agent_id = str(data.get("agent_id") or "").strip()
-    agent = Agent.objects.filter(slug=agent_id).first() if agent_id else None
+    agents = Agent.objects.all() if user is None else scope(Agent.objects.all(), user, "team_id")
+    agent = agents.filter(slug=agent_id).first() if agent_id else None
     if agent is None:
         raise InvalidInput(f"no agent {agent_id!r}", {"agent_id": [agent_id]})
     filters = data.get("filters") or {}
     if not isinstance(filters, dict):
         raise InvalidInput("filters must be an object", {"filters": ["not an object"]})
-    version = str(data.get("version") or "latest").strip().lower()
-    if version not in ("latest", "draft") and not version.isdigit():
-        raise InvalidInput(
-            f"version must be latest, draft or a published version number, got {version!r}",
-            {"version": [version]},
-        )
+    version = _version_choice(data.get("version"))
     after = _when(filters.get("created_after"), "created_after")
     before = _when(filters.get("created_before"), "created_before")
     if after and before and after >= before:

@@ -14,6 +14,7 @@ from agents.pricing import price_snapshot
 from common.audit import SYSTEM, Actor, audit_record
 from common.errors import IllegalTransition, InvalidInput
 from common.teams import by_operator, ensure_reason, ensure_writable
+from runs import metrics
 from runs.models import DEFAULT_PRIORITY, Run, Thread, Ticket, ToolCall
 from runs.runtime import types as rt
 from runs.runtime.loop import end_without_activation
@@ -35,6 +36,7 @@ from runs.services.events import (
     run_identity,
 )
 from runs.services.inbox import background_cancel
+from runs.services.locks import lock_thread_of, lock_thread_with_open_run, retry_lock_conflicts
 from runs.services.remote import abort_remote_on_commit
 from runs.services.replay_flow import REPLAY_MODE, replay_run_ended
 from runs.services.tickets import decision_submit, tickets_close_open
@@ -88,6 +90,7 @@ def run_start_or_reuse(
         return existing, False
 
 
+@retry_lock_conflicts
 @transaction.atomic
 def _submit(
     agent: Agent,
@@ -109,9 +112,8 @@ def _submit(
     if thread is None:  # inserted below, once its run pointers are known
         thread = new_thread_for(new_messages)
         open_run = None
-    else:
-        thread = Thread.objects.select_for_update().get(pk=thread.pk)
-        open_run = thread_open_run(thread)
+    else:  # its open run first, then the thread (runs.services.locks)
+        thread, open_run = lock_thread_with_open_run(thread.pk)
     if open_run is not None:
         if open_run.status == Run.Status.WAITING:
             run, _ = run_continue(open_run, thread, new_messages, actor)
@@ -144,7 +146,7 @@ def run_continue(
     """New input for a waiting run (the thread locked by the caller): open tickets are
     superseded (rejected by the system, so the model hears about it), the input is
     appended and the run resumes. Returns the run and the superseded tickets' ids."""
-    run = Run.objects.select_for_update().get(pk=run.pk)
+    run = Run.objects.select_for_update(no_key=True).get(pk=run.pk)
     superseded = []
     for ticket in Ticket.objects.filter(run=run, status=Ticket.Status.PENDING):
         decision_submit(
@@ -180,6 +182,7 @@ def run_continue(
     return run, superseded
 
 
+@retry_lock_conflicts
 @transaction.atomic
 def run_cancel(*, run: Run, actor: Actor = SYSTEM, reason: str = "") -> Run:
     """Cancel means done: a run nobody executes ends `cancelled` now; a running
@@ -195,14 +198,18 @@ def run_cancel(*, run: Run, actor: Actor = SYSTEM, reason: str = "") -> Run:
 
 @transaction.atomic
 def run_cancel_unchecked(*, run: Run, actor: Actor = SYSTEM, reason: str = "") -> Run:
-    """`run_cancel` without the team's guards (its caller checked them, or cascades)."""
-    run = Run.objects.select_for_update().get(pk=run.pk)
+    """`run_cancel` without the team's guards (its caller checked them, or cascades).
+    The run and its thread are locked before the child runs it cascades to (the lock
+    order: runs.services.locks)."""
+    run = Run.objects.select_for_update(no_key=True).get(pk=run.pk)
     if run.status == Run.Status.DONE:
         raise IllegalTransition(
             f"run {run.pk} already finished ({run.status_reason or 'done'})",
             {"status": run.status, "status_reason": run.status_reason},
         )
-    for child in Run.objects.filter(parent_run=run).exclude(status=Run.Status.DONE):
+    lock_thread_of(run)
+    children = Run.objects.filter(parent_run=run).exclude(status=Run.Status.DONE)
+    for child in children.order_by("pk"):
         run_cancel_unchecked(run=child, actor=actor)
     audit_record(
         actor=actor,
@@ -259,6 +266,7 @@ def _finish_cancelled(run: Run, now: Any) -> None:
         ]
     )
     stats.run_finished(run)
+    metrics.run_ended(run)
     events_append(run, end_events, now=now)
     apply_thread_projection(run)
     thread_deliver_next(run)
@@ -266,18 +274,19 @@ def _finish_cancelled(run: Run, now: Any) -> None:
         replay_run_ended(run.pk)  # its set's next replays start
 
 
+@retry_lock_conflicts
 @transaction.atomic
 def run_retry(*, run: Run, actor: Actor = SYSTEM) -> Run:
     """A failed run starts again from its last checkpoint: a new run on the same thread,
     pinned to the same agent version (a done run is never reopened)."""
-    run = Run.objects.select_for_update().get(pk=run.pk)
+    run = Run.objects.select_for_update(no_key=True).get(pk=run.pk)
     ensure_writable(run.agent.team_id)
     if not run.is_failed:
         raise IllegalTransition(
             "only failed runs (error, timeout or stopped) can be retried; "
             f"this one is {run.status} ({run.status_reason or 'no reason'})"
         )
-    thread = Thread.objects.select_for_update().get(pk=run.thread_id)
+    thread = Thread.objects.select_for_update(no_key=True).get(pk=run.thread_id)
     busy = thread_open_run(thread)
     if busy is not None:
         raise IllegalTransition(

@@ -14,6 +14,7 @@ from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from agents.tools import UnknownToolError, get_tool
+from common import limits
 from common.audit import SYSTEM, Actor, audit_record
 from common.errors import DecisionConflict, InvalidInput, NotFound
 from common.jsonsafe import JsonTooDeep, check_depth, find_unstorable
@@ -25,6 +26,7 @@ from runs.runtime.backends import DELEGATE_PARAMETERS, DELEGATE_TOOL_PREFIX
 from runs.services import stats
 from runs.services.dispatch import enqueue_on_commit
 from runs.services.events import events_append, run_reserving_seqs
+from runs.services.locks import retry_lock_conflicts
 
 ACTIONS = ("approve", "edit", "reject", "respond")
 
@@ -202,23 +204,64 @@ def decision_submit_or_repeat(
     """decision_submit, and whether the decision is an earlier one with the same
     decision_id (a repeat, which the API answers with 200 rather than 201)."""
     _check_decision(ticket, action, arguments, payload, comment, decision_id, actor)
-    with transaction.atomic():
-        if decision_id:
-            existing = Decision.objects.filter(ticket=ticket, decision_id=decision_id).first()
-            if existing is not None:
-                return existing, True
-        now = timezone.now()
-        won = Ticket.objects.filter(pk=ticket.pk, status=Ticket.Status.PENDING).update(
-            status=Ticket.Status.DECIDED, closed_at=now, claimed_by=None, claimed_until=None
-        )  # a decision ends the ticket's claim (runs/services/claims.py)
-        if not won:
-            return _winner_or_conflict(ticket, decision_id), True
-        decision = _record_decision(
-            ticket, action, arguments, payload, comment, decision_id or rt.new_id(), actor, now
+    try:
+        decision = _decide(
+            ticket, action, arguments, payload, comment, decision_id, actor, dispatch
         )
-        _settle_run(ticket, decision, actor, now, dispatch=dispatch)
-        metrics.ticket_decided(ticket, decision.action, now)
+    except _Lost:  # rolled back: it wrote nothing
+        return _winner_or_conflict(ticket, decision_id), True
+    if isinstance(decision, _Repeat):
+        return decision.decision, True
     return decision, False
+
+
+class _Lost(Exception):
+    """Another decision closed the ticket first."""
+
+
+class _Repeat:
+    def __init__(self, decision: Decision) -> None:
+        self.decision = decision
+
+
+@retry_lock_conflicts
+@transaction.atomic
+def _decide(
+    ticket: Ticket,
+    action: str,
+    arguments: Any,
+    payload: Any,
+    comment: str,
+    decision_id: str | None,
+    actor: Actor,
+    dispatch: bool,
+) -> Decision | _Repeat:
+    """One decision's transaction. Its run row is locked first (the lock order:
+    runs.services.locks), by the update that counts the ticket closed and reserves the
+    event's seq; then the ticket, whose guarded update says whether this decision wins
+    (_Lost: it did not, and everything rolls back)."""
+    if decision_id:
+        existing = Decision.objects.filter(ticket=ticket, decision_id=decision_id).first()
+        if existing is not None:
+            return _Repeat(existing)
+    now = timezone.now()
+    run = run_reserving_seqs(
+        Run.objects.filter(pk=ticket.run_id),
+        1,
+        {"open_tickets": Greatest(F("open_tickets") - 1, 0)},
+    )
+    assert run is not None  # a ticket's run is only ever deleted with it
+    won = Ticket.objects.filter(pk=ticket.pk, status=Ticket.Status.PENDING).update(
+        status=Ticket.Status.DECIDED, closed_at=now, claimed_by=None, claimed_until=None
+    )  # a decision ends the ticket's claim (runs/services/claims.py)
+    if not won:
+        raise _Lost
+    decision = _record_decision(
+        ticket, action, arguments, payload, comment, decision_id or rt.new_id(), actor, now
+    )
+    _settle_run(run, ticket, decision, actor, now, dispatch=dispatch)
+    metrics.ticket_decided(ticket, decision.action, now)
+    return decision
 
 
 def _check_decision(
@@ -246,6 +289,8 @@ def _check_decision(
     found = find_unstorable(given)
     if found is not None:
         raise InvalidInput(f"{found[1]} are not allowed (at {found[0]})")
+    if by_operator(actor):  # what a person or a client wrote (a child's answer is not)
+        _check_sizes(arguments, payload, comment)
     if ticket.child_run_id and actor.source != SYSTEM.source:
         raise InvalidInput(
             f"ticket {ticket.ticket_id} is answered by child run {ticket.child_run_id} when it "
@@ -260,6 +305,14 @@ def _check_decision(
             ensure_reason(team_id, comment, "reject a ticket")
     if action != "resume":
         _validate(ticket, action, arguments, payload)
+
+
+def _check_sizes(arguments: Any, payload: Any, comment: str) -> None:
+    """The limits of common/limits.py: an answer or edited arguments (as JSON) and a
+    comment, each refused as a whole when too long (nothing is cut)."""
+    limits.check_json_chars(arguments, limits.answer_chars(), "arguments", "the edited arguments")
+    limits.check_json_chars(payload, limits.answer_chars(), "payload", "the answer")
+    limits.check_chars(comment, limits.comment_chars(), "comment", "the comment")
 
 
 def _record_decision(
@@ -312,18 +365,12 @@ def _record_decision(
 
 
 def _settle_run(
-    ticket: Ticket, decision: Decision, actor: Actor, now: Any, *, dispatch: bool
+    run: Run, ticket: Ticket, decision: Decision, actor: Actor, now: Any, *, dispatch: bool
 ) -> None:
     """The decision in the run's audit trail and event log; the run is due once its last
-    open ticket is decided (and rung now, with `dispatch`)."""
-    # the run row: locked (before the open-ticket check below, so two last decisions
-    # racing on one run cannot both miss each other), and the event's seq reserved
-    run = run_reserving_seqs(
-        Run.objects.filter(pk=ticket.run_id),
-        1,
-        {"open_tickets": Greatest(F("open_tickets") - 1, 0)},
-    )
-    assert run is not None  # a ticket's run is only ever deleted with it
+    open ticket is decided (and rung now, with `dispatch`). `run`: locked by the caller
+    (before the open-ticket check below, so two last decisions racing on one run cannot
+    both miss each other), the event's seq reserved."""
     edited = decision.action == Decision.Action.EDIT
     audit_record(
         actor=actor,

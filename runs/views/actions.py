@@ -12,8 +12,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from agents.models import Agent
+from common.access import allowed_unfrozen
 from common.audit import Actor, request_actor
-from common.errors import ServiceError
+from common.errors import Forbidden, InvalidInput, ServiceError
+from common.teams import ensure_not_frozen_only
 from runs.models import PendingInput, Run, Thread, Ticket
 from runs.permissions import (
     CANCEL,
@@ -22,33 +24,44 @@ from runs.permissions import (
     START,
     VIEW_THREAD,
     denied,
-    forbidden,
     require,
     visible_or_404,
 )
 from runs.services.inputs import InputOutcome, input_submit
+from runs.services.locks import lock_thread_with_open_run
 from runs.services.runs import run_cancel, run_retry
 from runs.services.tickets import decision_submit
 from runs.ticket_forms import edited_arguments, parse_answer
 from runs.views.control import parse_priority
-from runs.views.detail import PARTIAL_SECTIONS, run_page_context
+from runs.views.detail import PARTIAL_SECTIONS, run_form_error, run_page_context
+from runs.views.forms import FormError, page_action
 from runs.views.htmx import is_htmx
 from runs.views.lists import thread_page_context, tickets_superseded
+from runs.views.page_errors import composer_error
+from runs.wording import decision_done
 
 
 def actor_for(request: HttpRequest) -> Actor:
     return request_actor(request, "ui")
 
 
-def _tickets_panel(
-    request: HttpRequest, run: Run, flash: dict[str, str] | None, status: int = 200
-) -> HttpResponse:
+def _tickets_panel(request: HttpRequest, run: Run, flash: dict[str, str]) -> HttpResponse:
     context = run_page_context(request, run.pk, PARTIAL_SECTIONS["run_tickets"])
     context["flash"] = flash
-    return render(request, "runs/partials/run_tickets.html", context, status=status)
+    return render(request, "runs/partials/run_tickets.html", context)
+
+
+def _ticket_error(request: HttpRequest, error: FormError, ticket_id: Any) -> HttpResponse:
+    ticket = get_object_or_404(Ticket.objects.only("run_id"), pk=ticket_id)
+    return run_form_error(request, error, ticket.run_id)
+
+
+def _run_error(request: HttpRequest, error: FormError, run_id: Any) -> HttpResponse:
+    return run_form_error(request, error, run_id)
 
 
 @require_POST
+@page_action(_ticket_error)
 @require(DECIDE, "decide tickets")
 def decide(request: HttpRequest, ticket_id: Any) -> HttpResponse:
     ticket = get_object_or_404(
@@ -58,41 +71,36 @@ def decide(request: HttpRequest, ticket_id: Any) -> HttpResponse:
     if refused is not None:
         return refused
     action = request.POST.get("action", "")
-    comment = request.POST.get("comment", "").strip()
     arguments = payload = None
-    status = 200
-    try:
-        if action == "edit":
-            arguments = edited_arguments(ticket, request.POST)
-        elif action == "respond":
-            payload = parse_answer(request.POST.get("answer", ""))
-        decision = decision_submit(
-            ticket=ticket,
-            action=action,
-            arguments=arguments,
-            payload=payload,
-            comment=comment,
-            decision_id=request.POST.get("decision_id") or None,
-            actor=actor_for(request),
-        )
-        flash = {
-            "level": "success",
-            "text": f"{decision.action.capitalize()}d {ticket.tool_name}."
-            if decision.action != "edit"
-            else f"Edited and approved {ticket.tool_name}.",
-        }
-    except ServiceError as exc:
-        flash = {"level": "error", "text": exc.message}
-        status = exc.status
-    if is_htmx(request):
-        return _tickets_panel(request, ticket.run, flash, status)
-    messages.add_message(
-        request, messages.ERROR if status >= 400 else messages.SUCCESS, flash["text"]
+    if action == "edit":
+        arguments = edited_arguments(ticket, request.POST)
+    elif action == "respond":
+        payload = parse_answer(request.POST.get("answer", ""))
+    decision = decision_submit(
+        ticket=ticket,
+        action=action,
+        arguments=arguments,
+        payload=payload,
+        comment=request.POST.get("comment", "").strip(),
+        decision_id=request.POST.get("decision_id") or None,
+        actor=actor_for(request),
     )
+    text = decision_done(decision.action, ticket.tool_name)
+    if is_htmx(request):
+        return _tickets_panel(request, ticket.run, {"level": "success", "text": text})
+    messages.success(request, text)
     return redirect("runs:run-detail", run_id=ticket.run_id)
 
 
+def _preview_error(request: HttpRequest, error: FormError, ticket_id: Any) -> HttpResponse:
+    ticket = get_object_or_404(Ticket.objects.select_related("run__agent"), pk=ticket_id)
+    visible_or_404(request.user, ticket.run)  # another team's: 404, as an unknown id
+    context = {"rows": [], "error": error.text}
+    return render(request, "runs/partials/edit_diff.html", context, status=error.status)
+
+
 @require_POST
+@page_action(_preview_error)
 @require(DECIDE, "decide tickets")
 def edit_preview(request: HttpRequest, ticket_id: Any) -> HttpResponse:
     ticket = get_object_or_404(Ticket.objects.select_related("run__agent"), pk=ticket_id)
@@ -113,49 +121,41 @@ def edit_preview(request: HttpRequest, ticket_id: Any) -> HttpResponse:
 
 
 @require_POST
+@page_action(_run_error)
 @require(CANCEL, "cancel runs")
 def cancel(request: HttpRequest, run_id: Any) -> HttpResponse:
     run = get_object_or_404(Run.objects.select_related("agent"), pk=run_id)
     refused = denied(request, CANCEL, run, "cancel runs in this team")
     if refused is not None:
         return refused
-    try:
-        reason = request.POST.get("reason", "").strip()[:2000]
-        run = run_cancel(run=run, actor=actor_for(request), reason=reason)
-        text = (
-            "Cancelled."
-            if run.status == Run.Status.DONE
-            else "Cancel requested; the worker stops at its next check."
-        )
-        messages.success(request, text)
-    except ServiceError as exc:
-        messages.error(request, exc.message)
-        if is_htmx(request):
-            return HttpResponse(
-                status=exc.status, headers={"HX-Redirect": request.path.rsplit("/", 1)[0] + "/"}
-            )
+    reason = request.POST.get("reason", "").strip()[:2000]
+    run = run_cancel(run=run, actor=actor_for(request), reason=reason)
+    text = (
+        "Cancelled."
+        if run.status == Run.Status.DONE
+        else "Cancel requested; the worker stops at its next check."
+    )
+    messages.success(request, text)
     if is_htmx(request):
         return HttpResponse(headers={"HX-Redirect": f"/runs/{run.pk}/"})
     return redirect("runs:run-detail", run_id=run.pk)
 
 
 @require_POST
+@page_action(_run_error)
 @require(RETRY, "retry runs")
 def retry(request: HttpRequest, run_id: Any) -> HttpResponse:
     run = get_object_or_404(Run.objects.select_related("agent"), pk=run_id)
     refused = denied(request, RETRY, run, "retry runs in this team")
     if refused is not None:
         return refused
-    try:
-        new = run_retry(run=run, actor=actor_for(request))
-    except ServiceError as exc:
-        messages.error(request, exc.message)
-        return redirect("runs:run-detail", run_id=run.pk)
+    new = run_retry(run=run, actor=actor_for(request))
     messages.success(request, f"Retrying as run {new.pk}.")
     return redirect("runs:run-detail", run_id=new.pk)
 
 
 @require_POST
+@page_action(composer_error)
 @require(START, "start runs")
 def send_message(request: HttpRequest, thread_id: Any = None) -> HttpResponse:
     """The composer: a new thread's first message, or input for a thread in the mode the
@@ -165,40 +165,33 @@ def send_message(request: HttpRequest, thread_id: Any = None) -> HttpResponse:
     if thread is not None:
         visible_or_404(request.user, thread, VIEW_THREAD)
     agent = Agent.objects.filter(slug=request.POST.get("agent", "")).first()
-    if agent is not None and not request.user.has_perm(START, agent):
-        agent = None  # another team's agent: as if unknown
+    if agent is not None and not allowed_unfrozen(request.user, START, agent):
+        agent = None  # another team's agent: as if unknown (a frozen team's: 409 below)
+    if agent is None:
+        raise InvalidInput("Choose an agent.", {"field": "agent"})
     text = request.POST.get("message", "")
     mode = request.POST.get("mode") or PendingInput.Mode.QUEUE
-    if agent is None:
-        messages.error(request, "Choose an agent.")
-    else:
-        try:
-            priority = parse_priority(request.POST.get("priority"))
-            if mode == PendingInput.Mode.INTERRUPT_THEN_QUEUE and not request.user.has_perm(
-                CANCEL, agent
-            ):
-                return forbidden(request, "cancel runs")
-            outcome: InputOutcome | None = None
-            with transaction.atomic():
-                if mode != PendingInput.Mode.RESUME_OPEN_RUN or not _supersede_unconfirmed(
-                    request, thread
-                ):
-                    outcome = input_submit(
-                        agent=agent,
-                        messages=text,
-                        thread=thread,
-                        mode=mode,
-                        priority=priority,
-                        actor=actor_for(request),
-                    )
-            if outcome is None:
-                assert thread is not None
-                return _ask_to_confirm(request, thread, agent, text, priority)
-            if outcome.run is not None:
-                return redirect("runs:run-detail", run_id=outcome.run.pk)
-            messages.success(request, _waiting_text(outcome))
-        except ServiceError as exc:
-            messages.error(request, exc.message)
+    priority = parse_priority(request.POST.get("priority"))
+    if mode == PendingInput.Mode.INTERRUPT_THEN_QUEUE and not request.user.has_perm(CANCEL, agent):
+        ensure_not_frozen_only(request.user, CANCEL, agent)
+        raise Forbidden("You may not cancel runs, so you may not interrupt one.")
+    outcome: InputOutcome | None = None
+    with transaction.atomic():
+        if mode != PendingInput.Mode.RESUME_OPEN_RUN or not _supersede_unconfirmed(request, thread):
+            outcome = input_submit(
+                agent=agent,
+                messages=text,
+                thread=thread,
+                mode=mode,
+                priority=priority,
+                actor=actor_for(request),
+            )
+    if outcome is None:
+        assert thread is not None
+        return _ask_to_confirm(request, thread, agent, text, priority)
+    if outcome.run is not None:
+        return redirect("runs:run-detail", run_id=outcome.run.pk)
+    messages.success(request, _waiting_text(outcome))
     if thread is not None:
         return redirect("runs:thread-detail", thread_id=thread.pk)
     return redirect("runs:thread-list")
@@ -224,15 +217,14 @@ def _waiting_text(outcome: InputOutcome) -> str:
 def _supersede_unconfirmed(request: HttpRequest, thread: Thread | None) -> bool:
     """True when the message would reject open tickets of the thread's waiting run and the
     form did not confirm exactly those (its checkbox carries a token naming the set it
-    listed). Runs in the sending transaction with the thread and then the run locked (the
-    order run_start locks them in): the run cannot resume and open other tickets between
-    this check and the rejection."""
+    listed). Runs in the sending transaction with the open run and then the thread locked
+    (the lock order: runs.services.locks): the run cannot resume and open other tickets
+    between this check and the rejection."""
     if thread is None:
         return False
-    locked = Thread.objects.select_for_update().filter(pk=thread.pk).first()
-    if locked is None or locked.open_run_id is None:
+    _, run = lock_thread_with_open_run(thread.pk)
+    if run is None:
         return False
-    run = Run.objects.select_for_update().filter(pk=locked.open_run_id).first()
     found = tickets_superseded(run)
     return found is not None and request.POST.get("supersede", "") != found.token
 

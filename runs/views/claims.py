@@ -9,12 +9,12 @@ from typing import Any
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_POST
 
-from common.errors import ServiceError
+from common.teams import ensure_not_frozen_only
 from runs.models import Ticket
 from runs.permissions import DECIDE, require, visible_or_404
 from runs.services.claims import (
@@ -26,58 +26,72 @@ from runs.services.claims import (
     ticket_release,
 )
 from runs.views.actions import actor_for
-from runs.views.detail import PARTIAL_SECTIONS, run_page_context
+from runs.views.detail import PARTIAL_SECTIONS, run_form_error, run_page_context
+from runs.views.forms import FormError, page_action, render_form_error
 from runs.views.htmx import is_htmx
 from runs.views.inbox import InboxFilters, inbox_list_context, inbox_url
+from runs.views.inbox import _page_context as inbox_page_context
 
 
 def _ticket(request: HttpRequest, ticket_id: Any) -> Ticket:
-    """The ticket, if the user's role in its team may decide (another team's: 404)."""
+    """The ticket, if the user's role in its team may decide (another team's: 404; a
+    frozen team's: 409 team_frozen)."""
     ticket = get_object_or_404(
         Ticket.objects.select_related("run__agent", "claimed_by", "assigned_to"), pk=ticket_id
     )
     visible_or_404(request.user, ticket.run)
     if not request.user.has_perm(DECIDE, ticket.run):
+        ensure_not_frozen_only(request.user, DECIDE, ticket.run)
         raise PermissionDenied("your role in this team may not decide tickets")
     return ticket
 
 
+def _claim_error(request: HttpRequest, error: FormError, ticket_id: Any) -> HttpResponse:
+    """From the run page: the tickets panel (or page) with the error in the form; from
+    the inbox: the list, and the refusal said below it."""
+    ticket = get_object_or_404(Ticket.objects.select_related("run__agent"), pk=ticket_id)
+    visible_or_404(request.user, ticket.run)  # another team's: 404, as an unknown id
+    if error.values.get("from") == "run":
+        return run_form_error(request, error, ticket.run_id)
+    params = QueryDict(mutable=True)
+    params.update(error.values)  # as sent, but without a NUL a query could not take
+    filters = InboxFilters.from_params(params)
+    if not is_htmx(request):
+        context = inbox_page_context(request, filters)
+        return render_form_error(request, "runs/inbox.html", context, error)
+    return _inbox_answer(request, filters, "error", error.text, error.status)
+
+
 @require_POST
+@page_action(_claim_error)
 @require(DECIDE, "claim tickets")
 def claim(request: HttpRequest, ticket_id: Any) -> HttpResponse:
     ticket = _ticket(request, ticket_id)
-    try:
-        ticket_claim(ticket, actor_for(request))
-    except ServiceError as exc:
-        return _answer(request, ticket, "error", exc.message, exc.status)
+    ticket_claim(ticket, actor_for(request))
     return _answer(
         request, ticket, "success", f"You are on {ticket.tool_name} for {CLAIM_MINUTES} min."
     )
 
 
 @require_POST
+@page_action(_claim_error)
 @require(DECIDE, "release tickets")
 def release(request: HttpRequest, ticket_id: Any) -> HttpResponse:
     ticket = _ticket(request, ticket_id)
-    try:
-        ticket_release(ticket, actor_for(request), force=may_release_any(request.user))
-    except ServiceError as exc:
-        return _answer(request, ticket, "error", exc.message, exc.status)
+    ticket_release(ticket, actor_for(request), force=may_release_any(request.user))
     return _answer(request, ticket, "success", f"Released {ticket.tool_name}.")
 
 
 @require_POST
+@page_action(_claim_error)
 @require(DECIDE, "assign tickets")
 def assign(request: HttpRequest, ticket_id: Any) -> HttpResponse:
     """The assignee is the username in `assignee-<ticket id>` (the inbox row's select,
     posted with the whole list form) or in `assignee`; empty: nobody."""
     ticket = _ticket(request, ticket_id)
     username = request.POST.get(f"assignee-{ticket.pk}", request.POST.get("assignee", ""))
-    try:
-        assignee = assignee_named(username.strip())
-        ticket_assign(ticket, assignee, actor_for(request))
-    except ServiceError as exc:
-        return _answer(request, ticket, "error", exc.message, exc.status)
+    assignee = assignee_named(username.strip())
+    ticket_assign(ticket, assignee, actor_for(request))
     who = assignee.get_username() if assignee is not None else "nobody"
     return _answer(request, ticket, "success", f"Assigned {ticket.tool_name} to {who}.")
 
@@ -92,7 +106,12 @@ def _answer(
             return render(request, "runs/partials/run_tickets.html", context, status=status)
         messages.add_message(request, messages.ERROR if status >= 400 else messages.SUCCESS, text)
         return redirect("runs:run-detail", run_id=ticket.run_id)
-    filters = InboxFilters.from_params(request.POST)
+    return _inbox_answer(request, InboxFilters.from_params(request.POST), level, text, status)
+
+
+def _inbox_answer(
+    request: HttpRequest, filters: InboxFilters, level: str, text: str, status: int = 200
+) -> HttpResponse:
     if is_htmx(request):
         html = render_to_string(
             "runs/partials/inbox_list.html", inbox_list_context(request, filters), request=request

@@ -14,7 +14,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from common.audit import Actor, request_actor
-from common.errors import InvalidInput, ServiceError
+from common.errors import InvalidInput
 from runs import selectors
 from runs.models import DEFAULT_PRIORITY, PendingInput, Run, Thread
 from runs.permissions import (
@@ -30,6 +30,7 @@ from runs.permissions import (
 from runs.selectors.base import Rows, newest_rows
 from runs.services.inputs import input_edit, input_retract, thread_interrupt
 from runs.services.runs import run_set_priority
+from runs.views.forms import page_action
 
 Mode = PendingInput.Mode
 PENDING_SHOWN = 50  # pending inputs listed on a page; the API lists them all
@@ -172,51 +173,50 @@ def _back(request: HttpRequest, thread_id: Any, run_id: Any = None) -> HttpRespo
     return redirect("runs:thread-detail", thread_id=thread_id)
 
 
+# where these forms show their errors (that module imports this one's page helpers)
+INPUT_ERROR = "runs.views.page_errors.input_error"
+THREAD_ERROR = "runs.views.page_errors.thread_error"
+RUN_ERROR = "runs.views.detail.run_form_error"
+
+
 @require_POST
+@page_action(INPUT_ERROR)
 @require(EDIT_INPUT, "edit pending input")
 def edit_input(request: HttpRequest, input_id: Any) -> HttpResponse:
     input_ = get_object_or_404(PendingInput.objects.select_related("agent"), pk=input_id)
     if (refused := denied(request, EDIT_INPUT, input_, "change input in this team")) is not None:
         return refused
-    try:
-        edited = input_edit(
-            input_id=input_.pk,
-            messages=request.POST.get("message", ""),
-            priority=parse_priority(request.POST.get("priority")),
-            actor=actor_for(request),
-        )
-        messages.success(request, f"Input #{edited.seq} changed.")
-    except ServiceError as exc:
-        messages.error(request, exc.message)
+    edited = input_edit(
+        input_id=input_.pk,
+        messages=request.POST.get("message", ""),
+        priority=parse_priority(request.POST.get("priority")),
+        actor=actor_for(request),
+    )
+    messages.success(request, f"Input #{edited.seq} changed.")
     return _back(request, input_.thread_id, input_.run_id)
 
 
 @require_POST
+@page_action(INPUT_ERROR)
 @require(EDIT_INPUT, "retract pending input")
 def retract_input(request: HttpRequest, input_id: Any) -> HttpResponse:
     input_ = get_object_or_404(PendingInput.objects.select_related("agent"), pk=input_id)
     if (refused := denied(request, EDIT_INPUT, input_, "change input in this team")) is not None:
         return refused
-    try:
-        input_retract(input_id=input_.pk, actor=actor_for(request))
-        messages.success(request, f"Input #{input_.seq} retracted: it will not be delivered.")
-    except ServiceError as exc:
-        messages.error(request, exc.message)
+    input_retract(input_id=input_.pk, actor=actor_for(request))
+    messages.success(request, f"Input #{input_.seq} retracted: it will not be delivered.")
     return _back(request, input_.thread_id, input_.run_id)
 
 
 @require_POST
+@page_action(THREAD_ERROR)
 @require(CANCEL, "interrupt threads")
 def interrupt_thread(request: HttpRequest, thread_id: Any) -> HttpResponse:
     thread = get_object_or_404(Thread, pk=thread_id)
     if (refused := denied(request, CANCEL, thread, "interrupt threads in this team")) is not None:
         return refused
-    try:
-        reason = request.POST.get("reason", "").strip()[:2000]
-        result = thread_interrupt(thread=thread, actor=actor_for(request), reason=reason)
-    except ServiceError as exc:
-        messages.error(request, exc.message)
-        return redirect("runs:thread-detail", thread_id=thread.pk)
+    reason = request.POST.get("reason", "").strip()[:2000]
+    result = thread_interrupt(thread=thread, actor=actor_for(request), reason=reason)
     run, count = result["run"], len(result["cancelled_inputs"])
     parts = []
     if run is not None:  # as it is now (the service answers it as it was)
@@ -231,17 +231,15 @@ def interrupt_thread(request: HttpRequest, thread_id: Any) -> HttpResponse:
 
 
 @require_POST
+@page_action(RUN_ERROR)
 @require(PRIORITIZE, "change run priorities")
 def set_priority(request: HttpRequest, run_id: Any) -> HttpResponse:
     run = get_object_or_404(Run.objects.select_related("agent"), pk=run_id)
     if (refused := denied(request, PRIORITIZE, run, "change priorities in this team")) is not None:
         return refused
-    try:
-        priority = parse_priority(request.POST.get("priority"))
-        run_set_priority(run=run, priority=priority, actor=actor_for(request))
-        messages.success(request, f"Priority set to {priority}.")
-    except ServiceError as exc:
-        messages.error(request, exc.message)
+    priority = parse_priority(request.POST.get("priority"))
+    run_set_priority(run=run, priority=priority, actor=actor_for(request))
+    messages.success(request, f"Priority set to {priority}.")
     return redirect("runs:run-detail", run_id=run.pk)
 
 

@@ -5,9 +5,17 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from common.access import visible_teams
 from runs import selectors
 from runs.permissions import VIEW, require, visible_agent_ids
+from runs.selectors.dashboard import Dashboard
 from runs.selectors.usage import DEFAULT_WINDOW, WINDOWS, glance
+
+
+def _figures(request: HttpRequest) -> Dashboard:
+    """The figures of the user's teams (their runs, providers and endpoints)."""
+    user = request.user
+    return selectors.dashboard_cached(visible_agent_ids(user), visible_teams(user, VIEW))
 
 
 @require(VIEW, "view runs")
@@ -18,7 +26,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         "runs/dashboard.html",
         {
             "nav": "dashboard",
-            "dash": selectors.dashboard_cached(visible_agent_ids(request.user)),
+            "dash": _figures(request),
             "glance": glance(
                 window if window in WINDOWS else DEFAULT_WINDOW,
                 agent_ids=visible_agent_ids(request.user),
@@ -32,7 +40,7 @@ def dashboard_stats(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "runs/partials/dashboard_stats.html",
-        {"dash": selectors.dashboard_cached(visible_agent_ids(request.user))},
+        {"dash": _figures(request)},
     )
 
 

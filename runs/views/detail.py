@@ -10,6 +10,7 @@ from django.shortcuts import render
 from django.urls import reverse
 
 from agents.pricing import cost_label, run_cost_usd
+from common.access import allowed_unfrozen, frozen_team_of
 from runs import selectors
 from runs.models import BackgroundTask, Run, Thread
 from runs.permissions import (
@@ -25,6 +26,8 @@ from runs.runtime.background import BACKGROUND_KEY
 from runs.selectors.forks import fork_panel, run_forks
 from runs.ticket_forms import edit_fields
 from runs.views.control import run_steer_inputs
+from runs.views.forms import FormError, render_form_error
+from runs.views.htmx import is_htmx
 
 # What each partial of the run page reads: a live refresh of the header need not read the
 # timeline and the transcript too.
@@ -101,19 +104,38 @@ def fork_context(request: HttpRequest, run: Run, **panel: Any) -> dict[str, Any]
     return {
         "forks": list(forks[:FORKS_SHOWN]),
         "forks_count": forks.count(),
-        "fork": fork_panel(run, **panel) if request.user.has_perm(FORK, run) else None,
+        # a frozen team's form is shown with its button disabled and why
+        "fork": fork_panel(run, **panel) if allowed_unfrozen(request.user, FORK, run) else None,
+        "fork_frozen": frozen_team_of(request.user, run),
         "fork_open": bool(panel),
         "compare_url": reverse("runs:run-compare"),
     }
 
 
-@require(VIEW, "view runs")
-def run_page(request: HttpRequest, run_id: Any) -> HttpResponse:
+def run_page_full_context(request: HttpRequest, run_id: Any) -> dict[str, Any]:
+    """Everything the run page shows (404 for a run the user may not see)."""
     context = run_page_context(request, run_id)
     context.update(fork_context(request, context["run"]))
     context["background_tasks"] = run_background_tasks(context["run"])
     context["background_shown"] = BACKGROUND_SHOWN
-    return render(request, "runs/run_detail.html", context)
+    return context
+
+
+def run_form_error(request: HttpRequest, error: FormError, run_id: Any) -> HttpResponse:
+    """A run page form's error: its tickets panel for the htmx forms there (the card
+    stays, with its buttons), the whole page for a plain form post."""
+    if is_htmx(request) and request.headers.get("HX-Target") == "run-tickets":
+        context = run_page_context(request, run_id, PARTIAL_SECTIONS["run_tickets"])
+        template = "runs/partials/run_tickets.html"
+        # a card gone (decided meanwhile): the outcome that stays until dismissed
+        return render_form_error(request, template, context, error, unshown="flash")
+    context = run_page_full_context(request, run_id)
+    return render_form_error(request, "runs/run_detail.html", context, error)
+
+
+@require(VIEW, "view runs")
+def run_page(request: HttpRequest, run_id: Any) -> HttpResponse:
+    return render(request, "runs/run_detail.html", run_page_full_context(request, run_id))
 
 
 @require(VIEW, "view runs")

@@ -25,7 +25,8 @@ from runs.services.exports import (
     runs_csv_rows,
     runs_export_queryset,
 )
-from runs.views.lists import run_filters
+from runs.views.audit import audit_response, read_audit_filters
+from runs.views.lists import read_run_filters, run_list_response
 
 JSON_TYPE = "application/json"
 CSV_TYPE = "text/csv; charset=utf-8"
@@ -87,7 +88,9 @@ def run_export(request: HttpRequest, run_id: Any) -> Any:  # a StreamingHttpResp
 
 @require(VIEW, "export runs")
 def runs_export(request: HttpRequest) -> Any:  # a StreamingHttpResponse
-    filters = run_filters(request.GET)
+    filters, errors = read_run_filters(request.GET)
+    if errors:  # the list page, saying what to fix: no download of the wrong runs
+        return run_list_response(request)
     filters.agent_ids = visible_agent_ids(request.user)  # the user's teams' runs only
     runs = runs_export_queryset(filters)
     return csv_attachment(request, runs_csv_rows(runs), "runs")
@@ -95,12 +98,11 @@ def runs_export(request: HttpRequest) -> Any:  # a StreamingHttpResponse
 
 @require(AUDIT, "export the audit log")
 def audit_export(request: HttpRequest) -> Any:  # a StreamingHttpResponse
-    params = request.GET
+    filters, errors = read_audit_filters(request.GET)
+    if errors:  # the audit page, saying what to fix
+        return audit_response(request)
     entries = filter_audit(
-        AuditEntry.objects.all(),
-        params.get("action", ""),
-        params.get("actor", ""),
-        params.get("run", ""),
+        AuditEntry.objects.all(), filters["action"], filters["actor"], filters["run"]
     )
     entries = scope_audit(entries, request.user)  # the user's teams' entries only
     return csv_attachment(request, audit_csv_rows(entries), "audit")

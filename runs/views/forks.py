@@ -10,18 +10,14 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from common.access import allowed_unfrozen, frozen_team_of
 from common.audit import request_actor
-from common.errors import ServiceError
 from runs.models import Run
-from runs.permissions import FORK, denied, require
+from runs.permissions import FORK, denied, forbidden, require, visible_or_404
 from runs.selectors.forks import fork_panel
 from runs.services.forks import run_fork
-from runs.views.detail import (
-    BACKGROUND_SHOWN,
-    fork_context,
-    run_background_tasks,
-    run_page_context,
-)
+from runs.views.detail import fork_context, run_page_full_context
+from runs.views.forms import FormError, page_action, render_form_error
 
 
 def _number(raw: str) -> int | None:
@@ -38,51 +34,60 @@ def _number_or_raw(raw: str) -> Any:
 @require_GET
 @require(FORK, "fork runs")
 def fork_form(request: HttpRequest, run_id: Any) -> HttpResponse:
-    """The fork form for `?step=` with `?edit_seq=` chosen (its textarea prefilled)."""
+    """The fork form for `?step=` with `?edit_seq=` chosen (its textarea prefilled); for a
+    frozen team it shows why its button is disabled."""
     run = get_object_or_404(Run.objects.select_related("agent", "agent_version"), pk=run_id)
-    if (refused := denied(request, FORK, run, "fork runs in this team")) is not None:
-        return refused
+    visible_or_404(request.user, run)
+    if not allowed_unfrozen(request.user, FORK, run):
+        return forbidden(request, "fork runs in this team")
     panel = fork_panel(
         run,
         step=_number(request.GET.get("step", "")),
         edit_seq=_number(request.GET.get("edit_seq", "")),
         version=request.GET.get("version", ""),
     )
-    return render(request, "runs/partials/run_fork_form.html", {"run": run, "fork": panel})
+    context = {"run": run, "fork": panel, "fork_frozen": frozen_team_of(request.user, run)}
+    return render(request, "runs/partials/run_fork_form.html", context)
+
+
+def _fork_error(request: HttpRequest, error: FormError, run_id: Any) -> HttpResponse:
+    """The run page with the fork form open, what was chosen kept and the reason."""
+    context = run_page_full_context(request, run_id)
+    raw_seq = error.value("edit_seq")
+    context.update(
+        fork_context(
+            request,
+            context["run"],
+            step=_number(error.value("step")),
+            edit_seq=_number(raw_seq),
+            version=error.value("version"),
+            edit_text=error.value("edit_text"),
+            error=error.text,
+        )
+    )
+    error.shown = context["fork"] is not None  # the fork form says it
+    return render_form_error(request, "runs/run_detail.html", context, error)
 
 
 @require_POST
+@page_action(_fork_error)
 @require(FORK, "fork runs")
 def fork(request: HttpRequest, run_id: Any) -> HttpResponse:
     """Fork the run (`step`, `version`, optional `edit_seq` and `edit_text`); bad input
-    shows the run page again with the form open and the reason (HTTP 400)."""
+    shows the run page again with the form open and the reason (HTTP 400; 409 while the
+    team is frozen)."""
     run = get_object_or_404(Run.objects.select_related("agent"), pk=run_id)
     if (refused := denied(request, FORK, run, "fork runs in this team")) is not None:
         return refused
     raw_seq = request.POST.get("edit_seq", "")
-    edit_text = request.POST.get("edit_text", "")
     step = _number_or_raw(request.POST.get("step", ""))
-    version = request.POST.get("version", "")
-    edit = {"seq": _number_or_raw(raw_seq), "text": edit_text} if raw_seq else None
-    try:
-        new = run_fork(
-            run=run, step=step, version=version, edit=edit, actor=request_actor(request, "ui")
-        )
-    except ServiceError as exc:
-        context = run_page_context(request, run.pk)
-        context.update(
-            fork_context(
-                request,
-                context["run"],
-                step=_number(str(step)),
-                edit_seq=_number(raw_seq),
-                version=version,
-                edit_text=edit_text,
-                error=exc.message,
-            )
-        )
-        context["background_tasks"] = run_background_tasks(context["run"])
-        context["background_shown"] = BACKGROUND_SHOWN
-        return render(request, "runs/run_detail.html", context, status=400)
+    edit = {"seq": _number_or_raw(raw_seq), "text": request.POST.get("edit_text", "")}
+    new = run_fork(
+        run=run,
+        step=step,
+        version=request.POST.get("version", ""),
+        edit=edit if raw_seq else None,
+        actor=request_actor(request, "ui"),
+    )
     messages.success(request, f"Forked at step {new.fork_step} as run {new.pk}.")
     return redirect("runs:run-detail", run_id=new.pk)

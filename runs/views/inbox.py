@@ -29,7 +29,12 @@ from runs.permissions import (
     visible_agent_ids,
 )
 from runs.runtime.types import ToolCallResumeMode
-from runs.selectors.waiting import parse_minutes
+from runs.selectors.filters import (
+    NAME_MAX_CHARS,
+    SLUG_MAX_CHARS,
+    QueryFilters,
+    filter_errors_context,
+)
 from runs.services.bulk import bulk_guard
 from runs.services.claims import deciders
 from runs.services.tickets import decision_submit
@@ -37,8 +42,9 @@ from runs.templatetags.runs_extras import short_id
 from runs.views.actions import actor_for
 from runs.views.htmx import is_htmx
 from runs.views.saved_views import saved_views_context
+from runs.wording import DECISION_DONE
 
-BULK_ACTIONS = {"approve": "approved", "reject": "rejected"}
+BULK_ACTIONS = {action: DECISION_DONE[action].lower() for action in ("approve", "reject")}
 MAX_BULK = 500
 RESPOND_ONLY = ToolCallResumeMode.USE_DECISION_AS_TOOL_RESULT.value
 
@@ -52,14 +58,23 @@ class InboxFilters:
     who: str = ""  # "" all, "mine" (assigned to or claimed by me), "unassigned"
 
     @classmethod
-    def from_params(cls, params: QueryDict) -> InboxFilters:
-        return cls(
-            agent=params.get("agent", "").strip(),
-            tool=params.get("tool", "").strip(),
-            waiting_longer_than=parse_minutes(params.get("waiting_longer_than")),
-            sort="newest" if params.get("sort") == "newest" else "",
-            who=w if (w := params.get("who", "")) in ("mine", "unassigned") else "",
+    def read(cls, params: QueryDict) -> tuple[InboxFilters, dict[str, str]]:
+        """The filters of `params`, and what was wrong with those left out."""
+        read = QueryFilters(params)
+        filters = cls(
+            agent=read.text("agent", "Agent", max_chars=SLUG_MAX_CHARS),
+            tool=read.text("tool", "Tool", max_chars=NAME_MAX_CHARS),
+            waiting_longer_than=read.minutes("waiting_longer_than", "Waiting longer than"),
+            sort=read.choice("sort", "Sort", ["newest"]),
+            who=read.choice("who", "Who", ["all", "mine", "unassigned"]).replace("all", ""),
         )
+        read.cursor()
+        return filters, read.errors
+
+    @classmethod
+    def from_params(cls, params: QueryDict) -> InboxFilters:
+        """The valid filters of `params` (a form's hidden fields: made from valid ones)."""
+        return cls.read(params)[0]
 
     @property
     def query(self) -> str:
@@ -116,7 +131,7 @@ class BulkResult:
         return "warning" if self.done else "error"
 
 
-INBOX_PAGE = 100
+INBOX_PAGE = 50  # tickets a page lists (about 2 KiB of markup each); the next link pages on
 
 
 def key_undo_seconds() -> float:
@@ -126,7 +141,7 @@ def key_undo_seconds() -> float:
 
 
 def inbox_list_context(request: HttpRequest, filters: InboxFilters) -> dict[str, Any]:
-    cursor = request.GET.get("cursor") or None
+    cursor = QueryFilters(request.GET).cursor()  # a bad one: the first page (read() says so)
     agent_ids = visible_agent_ids(request.user, VIEW_TICKET)  # the user's teams only
     page = selectors.inbox_tickets(
         agent=filters.agent,
@@ -145,7 +160,7 @@ def inbox_list_context(request: HttpRequest, filters: InboxFilters) -> dict[str,
     return {
         "tickets": page.items,
         "next_cursor": page.next_cursor,
-        "first_page": cursor is None,
+        "first_page": page.first,
         "waiting": selectors.inbox_count(
             agent=filters.agent,
             tool=filters.tool,
@@ -188,14 +203,17 @@ def inbox_url(filters: InboxFilters) -> str:
 
 @require(VIEW, "view runs")
 def inbox(request: HttpRequest) -> HttpResponse:
-    filters = InboxFilters.from_params(request.GET)
-    return render(request, "runs/inbox.html", _page_context(request, filters))
+    """400 with the page and what was wrong above the list for a bad filter."""
+    filters, errors = InboxFilters.read(request.GET)
+    context = {**_page_context(request, filters), **filter_errors_context(errors)}
+    return render(request, "runs/inbox.html", context, status=400 if errors else 200)
 
 
 @require(VIEW, "view runs")
 def inbox_list(request: HttpRequest) -> HttpResponse:
-    filters = InboxFilters.from_params(request.GET)
-    return render(request, "runs/partials/inbox_list.html", inbox_list_context(request, filters))
+    filters, errors = InboxFilters.read(request.GET)
+    context = {**inbox_list_context(request, filters), **filter_errors_context(errors)}
+    return render(request, "runs/partials/inbox_list.html", context, status=400 if errors else 200)
 
 
 def _selected_ids(request: HttpRequest) -> list[uuid.UUID]:
@@ -210,10 +228,12 @@ def _selected_ids(request: HttpRequest) -> list[uuid.UUID]:
     return ids
 
 
-def _refusal(request: HttpRequest, filters: InboxFilters, text: str) -> HttpResponse:
+def _refusal(
+    request: HttpRequest, filters: InboxFilters, text: str, status: int = 400
+) -> HttpResponse:
     if is_htmx(request):
         context = {"level": "error", "text": text}
-        return render(request, "runs/partials/flash.html", context, status=400)
+        return render(request, "runs/partials/flash.html", context, status=status)
     messages.error(request, text)
     return redirect(inbox_url(filters))
 
@@ -243,8 +263,8 @@ def bulk_decide(request: HttpRequest) -> HttpResponse:
     comment = request.POST.get("comment", "").strip()
     try:  # the teams' guards; this form's own confirm step is the confirmation
         bulk_guard(found.values(), action, comment, confirmed=True)
-    except ServiceError as exc:
-        return _refusal(request, filters, exc.message)
+    except ServiceError as exc:  # a frozen team: 409 team_frozen
+        return _refusal(request, filters, exc.message, exc.status)
     result = BulkResult(action=action)
     for ident in ids:
         ticket = found.get(ident)

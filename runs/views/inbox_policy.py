@@ -18,6 +18,7 @@ from runs.permissions import DECIDE, require
 from runs.selectors.waiting import parse_minutes
 from runs.services.bulk import BULK_ACTIONS, MAX_BULK, TicketPolicy, bulk_decide, tickets_matching
 from runs.views.actions import actor_for
+from runs.views.forms import FormError, page_action, shown_data
 from runs.views.htmx import is_htmx
 from runs.views.inbox import RESPOND_ONLY, InboxFilters, _page_context
 
@@ -41,10 +42,13 @@ def _form_values(params: QueryDict) -> dict[str, str]:
     return {name: params.get(name, "").strip()[:1000] for name in names}
 
 
-def _answer(request: HttpRequest, out: dict[str, Any], status: int = 200) -> HttpResponse:
+def _answer(
+    request: HttpRequest, out: dict[str, Any], status: int = 200, data: QueryDict | None = None
+) -> HttpResponse:
     """htmx: what goes under the form (#inbox-policy-out); without JavaScript, the inbox
     page with the panel open and it in place."""
-    out = {**out, "policy": _form_values(request.POST), "respond_only": RESPOND_ONLY}
+    values = _form_values(request.POST if data is None else data)
+    out = {**out, "policy": values, "respond_only": RESPOND_ONLY}
     if is_htmx(request):
         return render(request, "runs/partials/inbox_policy_out.html", out, status=status)
     context = {**_page_context(request, InboxFilters()), **out, "policy_open": True}
@@ -61,7 +65,14 @@ def _bulk_confirm(request: HttpRequest, exc: ConfirmationRequired) -> dict[str, 
     }
 
 
+def _policy_error(request: HttpRequest, error: FormError) -> HttpResponse:
+    """Bad input (a NUL character included) said under the form, the form as sent."""
+    out = {"policy_error": error.text}
+    return _answer(request, out, status=error.status, data=shown_data(request.POST))
+
+
 @require_POST
+@page_action(_policy_error)
 @require(DECIDE, "decide tickets")
 def policy_decide(request: HttpRequest) -> HttpResponse:
     """First POST: the preview of what the policy matches. POST with confirm=1 and the

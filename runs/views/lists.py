@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 from dataclasses import dataclass
 from typing import Any
 
 from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import render
-from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
 from common.access import visible_teams
 from runs import selectors
@@ -25,47 +22,65 @@ from runs.permissions import (
     visible_agent_ids,
     visible_or_404,
 )
-from runs.selectors.waiting import LONGEST_WAITING, parse_minutes
+from runs.selectors.filters import (
+    NAME_MAX_CHARS,
+    REASON_MAX_CHARS,
+    SEARCH_MAX_CHARS,
+    SLUG_MAX_CHARS,
+    QueryFilters,
+    filter_errors_context,
+)
+from runs.selectors.waiting import LONGEST_WAITING
 from runs.views.control import input_modes, inputs_context
 from runs.views.saved_views import saved_views_context
 
+RUN_SORTS = ("newest", LONGEST_WAITING)  # "" is newest first too
+RUNS_PAGE = selectors.PAGE_SIZE
 
-def _when(raw: str) -> dt.datetime | None:
-    if not raw:
-        return None
-    value = parse_datetime(raw) or parse_datetime(raw + "T00:00:00")
-    if value is not None and timezone.is_naive(value):
-        value = timezone.make_aware(value)
-    return value
+
+def read_run_filters(params: QueryDict) -> tuple[selectors.RunFilters, dict[str, str]]:
+    """The runs list's filters from its query string (its CSV export reads the same), and
+    what was wrong with those left out (parameter -> message)."""
+    read = QueryFilters(params)
+    filters = selectors.RunFilters(
+        status=read.choice("status", "Status", Run.Status.values),
+        waiting_reason=read.choice("waiting_reason", "Waiting reason", selectors.WAITING_REASONS),
+        agent=read.text("agent", "Agent", max_chars=SLUG_MAX_CHARS),
+        thread=read.ident("thread", "Thread"),
+        since=read.when("since", "From"),
+        until=read.when("until", "To"),
+        q=read.text("q", "Search", max_chars=SEARCH_MAX_CHARS),
+        provider=read.text("provider", "Provider", max_chars=SLUG_MAX_CHARS),
+        endpoint=read.text("endpoint", "Endpoint", max_chars=SLUG_MAX_CHARS),
+        reason=read.text("reason", "Reason", max_chars=REASON_MAX_CHARS),
+        waiting_tool=read.text("waiting_tool", "Waiting on tool", max_chars=NAME_MAX_CHARS),
+        waiting_longer_than=read.minutes("waiting_longer_than", "for longer than"),
+        sort=read.choice("sort", "Sort", RUN_SORTS),
+    )
+    return filters, read.errors
 
 
 def run_filters(params: QueryDict) -> selectors.RunFilters:
-    """The runs list's filters from its query string (its CSV export reads the same)."""
-    return selectors.RunFilters(
-        status=params.get("status", ""),
-        waiting_reason=params.get("waiting_reason", ""),
-        agent=params.get("agent", ""),
-        thread=params.get("thread", ""),
-        since=_when(params.get("since", "")),
-        until=_when(params.get("until", "")),
-        q=params.get("q", "").strip(),
-        provider=params.get("provider", "").strip(),
-        endpoint=params.get("endpoint", "").strip(),
-        reason=params.get("reason", "").strip(),
-        waiting_tool=params.get("waiting_tool", "").strip(),
-        waiting_longer_than=parse_minutes(params.get("waiting_longer_than")),
-        sort=params.get("sort", "").strip(),
-    )
+    """The filters of `params` that are valid (read_run_filters without the errors)."""
+    return read_run_filters(params)[0]
 
 
 @require(VIEW, "view runs")
 def run_list(request: HttpRequest) -> HttpResponse:
+    return run_list_response(request)
+
+
+def run_list_response(request: HttpRequest) -> HttpResponse:
+    """The runs list; 400 with the list and what was wrong above it when a filter (or the
+    page link) is bad (its CSV export answers the same for bad filters)."""
     params = request.GET
-    filters = run_filters(params)
+    filters, problems = read_run_filters(params)
+    read = QueryFilters(params)
+    cursor = read.cursor()
+    problems = {**problems, **read.errors}
     filters.agent_ids = visible_agent_ids(request.user)  # the user's teams' runs only
     agents, tools = selectors.inbox_filter_options(filters.agent_ids)  # agents, their tools
-    cursor = params.get("cursor") or None
-    page = selectors.run_list(filters=filters, cursor=cursor)
+    page = selectors.run_list(filters=filters, cursor=cursor, size=RUNS_PAGE)
     selectors.list_row_extras(page.items)  # what each row waits on, its children: one query
     query = params.copy()
     query.pop("cursor", None)
@@ -78,24 +93,26 @@ def run_list(request: HttpRequest) -> HttpResponse:
             "filters": filters,
             "params": params,
             "query": query.urlencode(),
-            "first_page": cursor is None,
+            "first_page": page.first,
             "statuses": Run.Status.values,
             "waiting_reasons": selectors.WAITING_REASONS,
             "agents": agents,
             "tools": tools,
             "longest_waiting": LONGEST_WAITING,
+            **filter_errors_context(problems),
             **saved_views_context(request, "runs"),
             # set from the dashboard's health panel; kept when the form is resubmitted
             "extra_filters": [
                 (name, value)
                 for name, value in [
-                    ("provider", filters.provider),
-                    ("endpoint", filters.endpoint),
-                    ("reason", filters.reason),
+                    ("provider", params.get("provider", "")),
+                    ("endpoint", params.get("endpoint", "")),
+                    ("reason", params.get("reason", "")),
                 ]
                 if value
             ],
         },
+        status=400 if problems else 200,
     )
 
 
@@ -107,9 +124,10 @@ def run_row(request: HttpRequest, run_id: Any) -> HttpResponse:
 
 @require(VIEW, "view threads")
 def thread_list(request: HttpRequest) -> HttpResponse:
+    read = QueryFilters(request.GET)
     page = selectors.thread_list(
-        cursor=request.GET.get("cursor") or None,
-        q=request.GET.get("q", "").strip(),
+        cursor=read.cursor(),
+        q=read.text("q", "Search", max_chars=SEARCH_MAX_CHARS),
         teams=visible_teams(request.user, VIEW_THREAD),
     )
     return render(
@@ -121,7 +139,9 @@ def thread_list(request: HttpRequest) -> HttpResponse:
             "q": request.GET.get("q", ""),
             "agents": selectors.agents_for_composer(visible_teams(request.user, START)),
             "can": capabilities(request.user),
+            **filter_errors_context(read.errors),
         },
+        status=400 if read.errors else 200,
     )
 
 

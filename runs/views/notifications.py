@@ -16,7 +16,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from agents.models import Agent
 from common.access import scope
 from common.audit import request_actor
-from common.errors import ServiceError
+from common.errors import InvalidInput
 from runs.models import NotificationEvent, NotificationRule, NotificationSubscription
 from runs.permissions import VIEW, require
 from runs.services.notifications import (
@@ -24,6 +24,7 @@ from runs.services.notifications import (
     subscription_add,
     subscription_delete,
 )
+from runs.views.forms import FormError, page_action, render_form_error, shown_data
 
 VIEW_RULES = "runs.view_notificationrule"
 
@@ -72,32 +73,33 @@ def _context(request: HttpRequest, form: SubscriptionForm) -> dict[str, Any]:
     }
 
 
+def _subscribe_error(request: HttpRequest, error: FormError, **_: Any) -> HttpResponse:
+    """The page with the error inside the form that was sent, the choices kept."""
+    form = SubscriptionForm(shown_data(request.POST), user=request.user)  # as sent
+    context = _context(request, form)
+    return render_form_error(request, "runs/notifications.html", context, error)
+
+
 @require_http_methods(["GET", "POST"])
+@page_action(_subscribe_error)
 @require(VIEW, "manage notifications")
 def notifications(request: HttpRequest) -> HttpResponse:
-    form = SubscriptionForm(request.POST if request.method == "POST" else None, user=request.user)
-    status = 200
-    if request.method == "POST":
-        if form.is_valid():
-            data = form.cleaned_data
-            try:
-                subscription_add(
-                    user=request.user,
-                    events=list(data["events"]),
-                    agent=data["agent"],
-                    tool=data["tool"],
-                    actor=request_actor(request, "ui"),
-                )
-            except ServiceError as exc:
-                messages.error(request, exc.message)
-                status = exc.status
-            else:
-                messages.success(request, "Subscribed.")
-                return redirect("runs:notifications")
-        else:
-            messages.error(request, "Check the form: " + "; ".join(_errors(form)))
-            status = 400
-    return render(request, "runs/notifications.html", _context(request, form), status=status)
+    if request.method != "POST":
+        form = SubscriptionForm(None, user=request.user)
+        return render(request, "runs/notifications.html", _context(request, form))
+    form = SubscriptionForm(request.POST, user=request.user)
+    if not form.is_valid():
+        raise InvalidInput("Check the form: " + "; ".join(_errors(form)))
+    data = form.cleaned_data
+    subscription_add(
+        user=request.user,
+        events=list(data["events"]),
+        agent=data["agent"],
+        tool=data["tool"],
+        actor=request_actor(request, "ui"),
+    )
+    messages.success(request, "Subscribed.")
+    return redirect("runs:notifications")
 
 
 def _errors(form: forms.Form) -> list[str]:
@@ -105,6 +107,7 @@ def _errors(form: forms.Form) -> list[str]:
 
 
 @require_POST
+@page_action(_subscribe_error)
 @require(VIEW, "manage notifications")
 def subscription_delete_view(request: HttpRequest, subscription_id: int) -> HttpResponse:
     subscription = get_object_or_404(  # another user's: 404

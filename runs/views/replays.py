@@ -12,9 +12,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from agents.models import Agent
-from common.access import scope
+from common.access import allowed_unfrozen, frozen_team_of, scope
 from common.audit import request_actor
-from common.errors import InvalidInput, ServiceError
+from common.errors import Forbidden, InvalidInput, ServiceError
 from runs.models import ReplaySet
 from runs.permissions import denied, may_see, require, visible_or_404
 from runs.selectors.replays import replay_rows, replay_sets, replay_summary
@@ -28,6 +28,7 @@ from runs.services.replays import (
     replay_preview_count,
     replay_request,
 )
+from runs.views.forms import FormError, page_action, render_form_error
 
 VIEW_REPLAYS = "runs.view_replayset"
 REPLAY = "runs.replay_runs"
@@ -55,7 +56,7 @@ def _form_context(request: HttpRequest, values: Any) -> dict[str, Any]:
     return {
         "nav": "replays",
         "sets": list(scope(replay_sets(), request.user, "agent__team_id")[:50]),
-        "can_replay": request.user.has_perm(REPLAY),
+        "can_replay": allowed_unfrozen(request.user, REPLAY),
         "agents": list(  # the agents of the teams where the user may replay
             scope(Agent.objects.order_by("slug"), request.user, "team_id", REPLAY).values_list(
                 "slug", "name"
@@ -71,23 +72,24 @@ def _form_context(request: HttpRequest, values: Any) -> dict[str, Any]:
     }
 
 
+def _new_replay_error(request: HttpRequest, error: FormError) -> HttpResponse:
+    """The replays page with the error inside the "New replay" form, the values kept."""
+    context = _form_context(request, error.values)
+    return render_form_error(request, "runs/replays.html", context, error)
+
+
 @require_http_methods(["GET", "POST"])
+@page_action(_new_replay_error)
 @require(VIEW_REPLAYS, "see replays")
 def replay_list(request: HttpRequest) -> HttpResponse:
     if request.method == "GET":
         return render(request, "runs/replays.html", _form_context(request, {}))
-    if not request.user.has_perm(REPLAY):
-        messages.error(request, "You may not replay runs.")
-        return render(request, "runs/replays.html", _form_context(request, {}), status=403)
-    try:
-        checked = replay_request(_body(request.POST))
-        if not request.user.has_perm(REPLAY, checked.agent):  # another team's agent
-            raise InvalidInput(f"no agent {checked.agent.slug!r}")
-        replay_set = replay_create(request=checked, actor=request_actor(request, "ui"))
-    except ServiceError as exc:
-        messages.error(request, exc.message)
-        context = _form_context(request, request.POST)
-        return render(request, "runs/replays.html", context, status=exc.status)
+    if not allowed_unfrozen(request.user, REPLAY):
+        raise Forbidden("You may not replay runs.")
+    checked = replay_request(_body(request.POST), user=request.user)
+    if not allowed_unfrozen(request.user, REPLAY, checked.agent):  # another team's agent
+        raise InvalidInput(f"no agent {checked.agent.slug!r}")
+    replay_set = replay_create(request=checked, actor=request_actor(request, "ui"))
     messages.success(request, f"Replaying {replay_set.items.count()} runs.")
     return redirect("runs:replay-detail", replay_set.pk)
 
@@ -98,7 +100,7 @@ def replay_preview(request: HttpRequest) -> HttpResponse:
     """How many runs the form's filters match (the form refetches it as it changes)."""
     context: dict[str, Any] = {}
     try:
-        request_ = replay_request(_body(request.GET))
+        request_ = replay_request(_body(request.GET), user=request.user)
         if not may_see(request.user, request_.agent):  # another team's agent
             raise InvalidInput(f"no agent {request_.agent.slug!r}")
     except ServiceError as exc:
@@ -126,12 +128,26 @@ def replay_detail(request: HttpRequest, set_id: Any) -> HttpResponse:
         ReplaySet.objects.select_related("agent", "version", "created_by"), pk=set_id
     )
     visible_or_404(request.user, replay_set)
-    context = {
+    return render(request, "runs/replays_detail.html", _detail_context(request, replay_set))
+
+
+def _detail_context(request: HttpRequest, replay_set: ReplaySet) -> dict[str, Any]:
+    return {
         "nav": "replays",
-        "can_replay": request.user.has_perm(REPLAY, replay_set),
+        # a frozen team's cancel is shown disabled, saying why
+        "can_replay": allowed_unfrozen(request.user, REPLAY, replay_set),
+        "frozen": frozen_team_of(request.user, replay_set.agent),
         **_table_context(replay_set),
     }
-    return render(request, "runs/replays_detail.html", context)
+
+
+def _cancel_error(request: HttpRequest, error: FormError, set_id: Any) -> HttpResponse:
+    replay_set = get_object_or_404(
+        ReplaySet.objects.select_related("agent", "version", "created_by"), pk=set_id
+    )
+    visible_or_404(request.user, replay_set)
+    context = _detail_context(request, replay_set)
+    return render_form_error(request, "runs/replays_detail.html", context, error)
 
 
 @require_GET
@@ -139,23 +155,16 @@ def replay_detail(request: HttpRequest, set_id: Any) -> HttpResponse:
 def replay_table(request: HttpRequest, set_id: Any) -> HttpResponse:
     replay_set = get_object_or_404(ReplaySet.objects.select_related("agent", "version"), pk=set_id)
     visible_or_404(request.user, replay_set)
-    context = {
-        "can_replay": request.user.has_perm(REPLAY, replay_set),
-        **_table_context(replay_set),
-    }
-    return render(request, "runs/replays_table.html", context)
+    return render(request, "runs/replays_table.html", _detail_context(request, replay_set))
 
 
 @require_POST
+@page_action(_cancel_error)
 @require(REPLAY, "cancel replays")
 def replay_cancel_view(request: HttpRequest, set_id: Any) -> HttpResponse:
     replay_set = get_object_or_404(ReplaySet.objects.select_related("agent"), pk=set_id)
     if (refused := denied(request, REPLAY, replay_set, "replay in this team")) is not None:
         return refused
-    try:
-        replay_cancel(replay_set=replay_set, actor=request_actor(request, "ui"))
-    except ServiceError as exc:
-        messages.error(request, exc.message)
-    else:
-        messages.success(request, "Replay cancelled.")
+    replay_cancel(replay_set=replay_set, actor=request_actor(request, "ui"))
+    messages.success(request, "Replay cancelled.")
     return redirect("runs:replay-detail", replay_set.pk)

@@ -23,12 +23,14 @@ from agents.services.rules_from_decisions import (
     rule_preview,
     rule_proposal,
 )
+from common.access import allowed_unfrozen, frozen_team_of
 from common.audit import request_actor
 from common.errors import ServiceError
 from runs.models import Ticket
-from runs.permissions import denied, require
+from runs.permissions import denied, forbidden, require, visible_or_404
 from runs.runtime.permissions import Behavior
 from runs.runtime.tool_batch import PERMISSION_ACTION
+from runs.views.forms import FormError, page_action, render_form_error
 
 CHANGE_AGENT = "agents.change_agent"
 
@@ -76,7 +78,30 @@ def _context(
     }
 
 
+def _rule_error(request: HttpRequest, error: FormError, ticket_id: Any) -> HttpResponse:
+    """The rule page with the reason (409 while the team is frozen, the proposal still
+    shown); a ticket that cannot become a rule gets the reason alone."""
+    ticket = get_object_or_404(
+        Ticket.objects.select_related("run__agent", "decision"), pk=ticket_id
+    )
+    visible_or_404(request.user, ticket.run)
+    if not rule_candidate(ticket):
+        return _refused(error.text, error.status)
+    try:
+        behavior = parse_behavior(error.value("behavior") or Behavior.ALLOW.value)
+    except ServiceError:
+        behavior = Behavior.ALLOW
+    proposal = rule_proposal(ticket.run.agent, ticket.tool_name, ticket.arguments, behavior)
+    pattern = (error.value("pattern") or "").strip() or proposal.pattern
+    verb = "Not saved" if request.method == "POST" else "Cannot be saved"
+    context = _context(ticket, proposal, pattern, error=f"{verb}: {error.text}.")
+    context["frozen"] = frozen_team_of(request.user, ticket.run)
+    error.shown = True  # the page's error line says it
+    return render_form_error(request, "runs/rule_from_decision.html", context, error)
+
+
 @require_http_methods(["GET", "HEAD", "POST"])
+@page_action(_rule_error)
 @require(CHANGE_AGENT, "turn decisions into permission rules")
 def rule_from_decision(request: HttpRequest, ticket_id: Any) -> HttpResponse:
     """GET: the proposal for `?behavior=` (and an edited `?pattern=`) with its preview;
@@ -84,9 +109,13 @@ def rule_from_decision(request: HttpRequest, ticket_id: Any) -> HttpResponse:
     ticket = get_object_or_404(
         Ticket.objects.select_related("run__agent", "decision"), pk=ticket_id
     )
-    if (
-        refused := denied(request, CHANGE_AGENT, ticket.run, "change this team's agents")
-    ) is not None:
+    if request.method == "POST":  # a frozen team's save: 409 team_frozen
+        refused = denied(request, CHANGE_AGENT, ticket.run, "change this team's agents")
+    else:  # reading the proposal: a frozen team's page shows Save disabled, saying why
+        visible_or_404(request.user, ticket.run)
+        may = allowed_unfrozen(request.user, CHANGE_AGENT, ticket.run)
+        refused = None if may else forbidden(request, "change this team's agents")
+    if refused is not None:
         return refused
     if not rule_candidate(ticket):
         return _refused(
@@ -102,17 +131,15 @@ def rule_from_decision(request: HttpRequest, ticket_id: Any) -> HttpResponse:
     proposal = rule_proposal(ticket.run.agent, ticket.tool_name, ticket.arguments, behavior)
     pattern = (data.get("pattern") or "").strip() or proposal.pattern
     if request.method != "POST":
-        return render(request, "runs/rule_from_decision.html", _context(ticket, proposal, pattern))
-    try:
-        saved = rule_add_to_draft(
-            ticket.run.agent,
-            {"tool": pattern, "behavior": behavior.value},
-            request_actor(request, "ui"),
-            ticket_id=str(ticket.pk),
-        )
-    except ServiceError as exc:
-        context = _context(ticket, proposal, pattern, error=f"Not saved: {exc.message}.")
-        return render(request, "runs/rule_from_decision.html", context, status=exc.status)
+        context = _context(ticket, proposal, pattern)
+        context["frozen"] = frozen_team_of(request.user, ticket.run)
+        return render(request, "runs/rule_from_decision.html", context)
+    saved = rule_add_to_draft(
+        ticket.run.agent,
+        {"tool": pattern, "behavior": behavior.value},
+        request_actor(request, "ui"),
+        ticket_id=str(ticket.pk),
+    )
     if saved.added:
         text = (
             f"Saved rule {saved.position} ({pattern} → {behavior.value}) into the draft of "

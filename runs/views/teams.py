@@ -12,7 +12,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from common.audit import request_actor
-from common.errors import Forbidden, InvalidInput, NotFound, ServiceError
+from common.errors import InvalidInput, NotFound
 from common.models import AuditEntry, Membership, Role, Team
 from common.teams import (
     ensure_manage,
@@ -26,7 +26,7 @@ from common.teams import (
     team_visible,
     teams_visible,
 )
-from runs.permissions import forbidden
+from runs.views.forms import FormError, page_action, render_form_error
 
 RECENT_AUDIT = 25
 
@@ -46,11 +46,9 @@ def team_list(request: HttpRequest) -> HttpResponse:
     return render(request, "runs/teams/list.html", {"nav": "teams", "rows": rows})
 
 
-@require_GET
-def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
-    team = _team(request, slug)
+def _team_context(request: HttpRequest, team: Team) -> dict[str, Any]:
     members = Membership.objects.filter(team=team).select_related("user").order_by("user__username")
-    context: dict[str, Any] = {
+    return {
         "nav": "teams",
         "team": team,
         "role": role_in(request.user, team),
@@ -59,25 +57,33 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "roles": Role.choices,
         "audit": AuditEntry.objects.filter(team=team)[:RECENT_AUDIT],
     }
-    return render(request, "runs/teams/detail.html", context)
+
+
+@require_GET
+def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
+    team = _team(request, slug)
+    return render(request, "runs/teams/detail.html", _team_context(request, team))
+
+
+def _team_error(request: HttpRequest, error: FormError, slug: str, **_: Any) -> HttpResponse:
+    """The team page with the error inside the form that was sent (403 for a role that
+    may not manage the team, 409 while it is frozen, 400 for bad input)."""
+    team = _team(request, slug)
+    return render_form_error(request, "runs/teams/detail.html", _team_context(request, team), error)
 
 
 def _act(request: HttpRequest, slug: str, action: Any, done: str) -> HttpResponse:
-    """Run `action(team, actor)` as a team admin; the outcome is a flash on the team page."""
+    """Run `action(team, actor)` as a team admin; success is a flash on the team page,
+    an error raises to `page_action` (shown inside the form)."""
     team = _team(request, slug)
-    try:
-        ensure_manage(request.user, team)
-        action(team, request_actor(request, "ui"))
-    except Forbidden as exc:
-        return forbidden(request, exc.message.removeprefix("you may not "))
-    except ServiceError as exc:
-        messages.error(request, exc.message)
-        return redirect("runs:team-detail", slug=team.slug)
+    ensure_manage(request.user, team)
+    action(team, request_actor(request, "ui"))
     messages.success(request, done)
     return redirect("runs:team-detail", slug=team.slug)
 
 
 @require_POST
+@page_action(_team_error)
 def team_settings(request: HttpRequest, slug: str) -> HttpResponse:
     raw = request.POST.get("bulk_confirm_above", "").strip()
 
@@ -96,6 +102,7 @@ def team_settings(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 @require_POST
+@page_action(_team_error)
 def team_freeze_view(request: HttpRequest, slug: str) -> HttpResponse:
     reason = request.POST.get("reason", "")
     return _act(
@@ -107,6 +114,7 @@ def team_freeze_view(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 @require_POST
+@page_action(_team_error)
 def team_unfreeze_view(request: HttpRequest, slug: str) -> HttpResponse:
     reason = request.POST.get("reason", "")
     return _act(
@@ -118,6 +126,7 @@ def team_unfreeze_view(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 @require_POST
+@page_action(_team_error)
 def team_member_set(request: HttpRequest, slug: str) -> HttpResponse:
     username = request.POST.get("username", "").strip()
     role = request.POST.get("role", "")
@@ -130,6 +139,7 @@ def team_member_set(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 @require_POST
+@page_action(_team_error)
 def team_member_remove(request: HttpRequest, slug: str, username: str) -> HttpResponse:
     return _act(
         request,

@@ -18,6 +18,8 @@
  *    data-row-url with data-row-placeholder replaced by the run id) and, at most once per
  *    PANEL_REFRESH_MS, its panels (the inbox list); the dashboard's figures are pushed
  *    by the server (its socket URL asks for them), rendered once per process for every tab.
+ *    A thread's page (data-thread-id) also refetches its panels when the socket says the
+ *    thread's pending input changed (a `thread` frame: queued, edited, retracted).
  *  - timed panels ([data-refresh-url][data-refresh-seconds], anywhere on the page; the
  *    dashboard's cost, tokens and latency section, read from hourly counters): refetched
  *    every data-refresh-seconds whatever the socket says; a tab in the background
@@ -252,6 +254,11 @@
       refreshAll();
     }
 
+    // A thread's pending input changed (no run did): its page refetches its panels.
+    function onThread(thread) {
+      if (root.dataset.threadId && thread.id === root.dataset.threadId) { refreshAll(); }
+    }
+
     // The dashboard's figures are pushed, rendered once per server process for all tabs.
     const figures = root.querySelector("[data-figures]");
     function onFigures(html) {
@@ -264,6 +271,7 @@
       function () { return wsUrl(root.dataset.socketUrl); },
       function (message) {
         if (message.type === "run") { onRun(message.run); }
+        else if (message.type === "thread") { onThread(message.thread); }
         else if (message.type === "figures" && figures) { onFigures(message.html); }
       },
       function (text, down) { if (status) { status.textContent = text; status.classList.toggle("down", down); } }

@@ -61,7 +61,24 @@ class Entry:
     may_refuse: bool = False  # ADMIN*: alpha's team admin may get 403 (a site-wide model)
     who: str = "operator"  # "admin": an action of the admin role (alpha's team admin tries it)
     refusals: tuple[int, ...] = ()  # LOOKUP: the statuses that refuse, when not the usual
+    variants: tuple[Args, ...] = ()  # more POST bodies, each tried as `body` is (a dry run)
+    post: Entry | None = None  # a LIST's POST (it creates): checked as an entry of its own
     reason: str = ""
+
+
+def checked_entries(key: str) -> list[tuple[str, Entry]]:
+    """The entry of a route key and its POST's, if it has one of its own: (label, entry)."""
+    entry = entry_for(key)
+    if entry is None:
+        return []
+    return [(key, entry)] + ([(f"{key} POST", entry.post)] if entry.post else [])
+
+
+def bodies(entry: Entry, method: str) -> list[Args | None]:
+    """The bodies a request of `method` is tried with: `body`, then each variant."""
+    if method == "GET":
+        return [None]
+    return [entry.body, *entry.variants]
 
 
 def run(side: Side) -> dict[str, Any]:
@@ -86,6 +103,15 @@ def replay(side: Side) -> dict[str, Any]:
 
 def agent_slug(side: Side) -> list[str]:
     return [side.agent.slug]
+
+
+def dependencies(side: Side) -> list[str]:
+    """The team's agent, provider and endpoint (the dashboard's health panel names them)."""
+    return [side.agent.slug, side.provider.slug, side.endpoint.slug]
+
+
+def provider_slug(side: Side) -> str:
+    return side.provider.slug
 
 
 def none(side: Side) -> dict[str, Any]:
@@ -170,8 +196,8 @@ ENTRIES: dict[str, Entry] = {
         ADMIN_ACTION, lambda side: {"id": side.operator.pk}, GET_POST, alpha_check=False
     ),
     # --- pages: lists ---------------------------------------------------------------------
-    "runs:dashboard": _page(LIST, figures=True),
-    "runs:dashboard-stats": _page(LIST, extra=agent_slug, figures=True),
+    "runs:dashboard": _page(LIST, extra=dependencies, shows=provider_slug, figures=True),
+    "runs:dashboard-stats": _page(LIST, extra=dependencies, shows=provider_slug, figures=True),
     "runs:dashboard-glance": _page(LIST, extra=agent_slug, figures=True),
     "runs:run-list": _page(LIST, shows=run_id_str),
     "runs:run-list-export": _page(LIST, shows=run_id_str),
@@ -239,10 +265,26 @@ ENTRIES: dict[str, Entry] = {
     ),
     "runs:token-revoke": _page(OWN, lambda side: {"token_id": side.token_id}, POST),
     # --- API: lists and exports -----------------------------------------------------------
-    "api-runs": _api(LIST, shows=run_id_str),
+    "api-runs": _api(
+        LIST,
+        shows=run_id_str,
+        post=_api(
+            LOOKUP,
+            none,
+            POST,
+            body=lambda side: {
+                "agent_id": side.agent.slug,
+                "messages": [{"role": "user", "content": "hi"}],
+            },
+        ),
+    ),
     "api-runs-export": _api(LIST, shows=run_id_str),
     "api-tickets": _api(LIST, shows=ticket_id_str),
-    "api-threads": _api(LIST, shows=thread_id_str),
+    "api-threads": _api(
+        LIST,
+        shows=thread_id_str,
+        post=_api(LOOKUP, none, POST, body=lambda side: {"team": side.team.slug, "title": "t"}),
+    ),
     "api-agents": _api(LIST, extra=agent_slug, shows=lambda side: side.agent.slug),
     "api-endpoints": _api(
         LIST, extra=lambda side: [side.endpoint.slug], shows=lambda side: side.endpoint.slug
@@ -251,13 +293,32 @@ ENTRIES: dict[str, Entry] = {
     "api-audit": _api(LIST, shows=lambda side: side.audit.action),
     "api-audit-export": _api(LIST, shows=lambda side: side.audit.action),
     "api-saved-views": _api(LIST, extra=lambda side: [side.saved_view.name]),
-    "api-replays": _api(LIST, shows=lambda side: str(side.replay.pk)),
+    "api-replays": _api(
+        LIST,
+        shows=lambda side: str(side.replay.pk),
+        post=_api(
+            LOOKUP,
+            none,
+            POST,
+            body=lambda side: {"agent_id": side.agent.slug},
+            # another team's agent is refused before the rest of the body is read
+            variants=(lambda side: {"agent_id": side.agent.slug, "limit": 0},),
+            who="admin",
+        ),
+    ),
     "api-runs-compare": _api(LOOKUP, query=lambda side: {"a": side.run.pk, "b": side.run.pk}),
     "api-tickets-bulk-decision": _api(
         LOOKUP,
         none,
         POST,
         body=lambda side: {"ticket_ids": [str(side.ticket.pk)], "action": "approve"},
+        variants=(  # the preview names beta's ticket as it would an unknown one: not at all
+            lambda side: {
+                "ticket_ids": [str(side.ticket.pk)],
+                "action": "approve",
+                "dry_run": True,
+            },
+        ),
         refusals=(200,),  # per-ticket outcomes: beta's is "no such ticket", nothing decided
     ),
     # --- API: one object ------------------------------------------------------------------
@@ -430,6 +491,7 @@ A2A_PUBLIC = {
     "/a2a/",
     "/a2a",
     "/a2a/{agent}/.well-known/agent-card.json",
+    "/a2a/.well-known/agent-card.json",
 }
 
 

@@ -134,3 +134,108 @@ def test_a2a_task_of_another_team_is_not_found(committed_world: World) -> None:
         assert beta.run.status not in response.text or response.status_code == 404
     listing = _a2a("GET", f"/a2a/{beta.agent.slug}/tasks", alpha.token)
     assert str(beta.run.pk) not in listing.text, listing.text[:300]
+
+
+# --- another team's ids answer as unknown ones ----------------------------------------------
+
+UNKNOWN_RUN = "0190a0a0-0000-7000-8000-0000000000a1"
+UNKNOWN_THREAD = "0190a0a0-0000-7000-8000-0000000000a2"
+
+
+def _unknown_names(beta: Any) -> dict[str, str]:
+    """beta's ids -> unknown ids of the same kind."""
+    return {
+        str(beta.run.pk): UNKNOWN_RUN,
+        str(beta.thread.pk): UNKNOWN_THREAD,
+        beta.agent.slug: beta.agent.slug.replace("beta", "zeta"),
+    }
+
+
+def _as_beta(text: str, names: dict[str, str]) -> str:
+    for beta_id, unknown in names.items():
+        text = text.replace(unknown, beta_id)
+    return text
+
+
+def _send_message(context_id: str = "", task_id: str = "") -> dict[str, Any]:
+    message: dict[str, Any] = {
+        "role": "ROLE_USER",
+        "messageId": "m-oracle",
+        "parts": [{"text": "hi"}],
+    }
+    if context_id:
+        message["contextId"] = context_id
+    if task_id:
+        message["taskId"] = task_id
+    return {"message": message, "configuration": {"returnImmediately": True}}
+
+
+def _rpc_body(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+
+
+def _a2a_calls(alpha: Any, run: str, thread: str, agent: str) -> list[tuple[str, str, Any]]:
+    """(method, path, body) of the A2A calls that name a task, a context or an agent."""
+    rpc = f"/a2a/{alpha.agent.slug}/jsonrpc"
+    rest = f"/a2a/{alpha.agent.slug}"
+    return [
+        ("POST", rpc, _rpc_body("GetTask", {"id": run})),
+        ("POST", rpc, _rpc_body("CancelTask", {"id": run})),
+        ("POST", rpc, _rpc_body("SendMessage", _send_message(task_id=run))),
+        ("POST", rpc, _rpc_body("SendMessage", _send_message(context_id=thread))),
+        ("GET", f"{rest}/tasks/{run}", None),
+        ("POST", f"{rest}/tasks/{run}:cancel", None),
+        ("POST", f"{rest}/message:send", _send_message(context_id=thread)),
+        ("POST", f"{rest}/message:send", _send_message(task_id=run)),
+        ("POST", f"/a2a/{agent}/jsonrpc", _rpc_body("GetTask", {"id": run})),
+        ("GET", f"/a2a/{agent}/tasks", None),
+    ]
+
+
+def test_a2a_answers_another_teams_ids_as_unknown_ones(committed_world: World) -> None:
+    """For each role's token, every A2A call naming beta's task, context (thread) or agent
+    answers as the same call naming an unknown one: status and body, but for the id."""
+    alpha, beta = committed_world["alpha"], committed_world["beta"]
+    names = _unknown_names(beta)
+    beta_calls = _a2a_calls(alpha, str(beta.run.pk), str(beta.thread.pk), beta.agent.slug)
+    unknown_calls = _a2a_calls(alpha, UNKNOWN_RUN, UNKNOWN_THREAD, names[beta.agent.slug])
+    failures = []
+    for role, token in committed_world.role_tokens.items():
+        for (method, path, body), (_, unknown_path, unknown_body) in zip(
+            beta_calls, unknown_calls, strict=True
+        ):
+            beta_answer = _a2a(method, path, token, body)
+            unknown_answer = _a2a(method, unknown_path, token, unknown_body)
+            seen = (beta_answer.status_code, beta_answer.text)
+            expected = (unknown_answer.status_code, _as_beta(unknown_answer.text, names))
+            if seen != expected:
+                failures.append(f"{role} {method} {path} {body}: beta's {seen}, unknown {expected}")
+    assert not failures, "\n".join(failures)
+
+
+def test_streams_answer_another_teams_run_as_an_unknown_one(committed_world: World) -> None:
+    """The run websocket closes, and the event stream answers, for beta's run exactly as
+    for an unknown run id, whatever alpha's user's role."""
+    beta = committed_world["beta"]
+    names = _unknown_names(beta)
+
+    async def socket_answer(run_id: str, user: Any) -> Any:
+        socket, connected, code = await _connect(f"/ws/runs/{run_id}/", user)
+        answer = (connected, code, await socket.receive_output(timeout=2) if connected else None)
+        await socket.disconnect()
+        return answer
+
+    failures = []
+    for role, user in committed_world.roles.items():
+        beta_close = async_to_sync(socket_answer)(str(beta.run.pk), user)
+        unknown_close = async_to_sync(socket_answer)(UNKNOWN_RUN, user)
+        if beta_close != unknown_close:
+            failures.append(f"{role} ws/runs: beta's {beta_close}, unknown {unknown_close}")
+        client = bearer(committed_world.role_tokens[role])
+        seen = client.get(f"/api/v1/runs/{beta.run.pk}/events/stream")
+        unknown = client.get(f"/api/v1/runs/{UNKNOWN_RUN}/events/stream")
+        pair = (seen.status_code, seen.content.decode())
+        expected = (unknown.status_code, _as_beta(unknown.content.decode(), names))
+        if pair != expected:
+            failures.append(f"{role} events/stream: beta's {pair}, unknown {expected}")
+    assert not failures, "\n".join(failures)

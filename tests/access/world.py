@@ -79,6 +79,11 @@ class World:
     alpha_admin_token: str = ""
     site_admin: Any = None  # the admin role site-wide, is_staff: what alpha_admin is compared to
     root: Any = None
+    # alpha's users by role (the admin is alpha_admin), with their API tokens, and the
+    # users who try the Django admin in each role (staff: the viewer and operator read it)
+    roles: dict[str, Any] = field(default_factory=dict)
+    role_tokens: dict[str, str] = field(default_factory=dict)
+    staff: dict[str, Any] = field(default_factory=dict)
 
     def __getitem__(self, slug: str) -> Side:
         return self.sides[slug]
@@ -149,6 +154,22 @@ def build_world() -> World:
     world.site_admin.is_staff = True
     world.site_admin.save(update_fields=["is_staff"])
     world.root = superuser("root")
+    viewer = team_member("viewer", "alpha")
+    world.roles = {
+        "viewer": viewer,
+        "operator": world["alpha"].operator,
+        "admin": world.alpha_admin,
+    }
+    world.role_tokens = {
+        "viewer": token_for(viewer, "alpha-viewer-token"),
+        "operator": world["alpha"].token,
+        "admin": world.alpha_admin_token,
+    }
+    world.staff = {"admin": world.alpha_admin}
+    for role in ("viewer", "operator"):
+        world.staff[role] = team_member(role, "alpha", username=f"staff-{role}-alpha")
+        world.staff[role].is_staff = True
+        world.staff[role].save(update_fields=["is_staff"])
     return world
 
 
@@ -176,6 +197,8 @@ def world(shared_world: World, db: None, settings: Any) -> World:
         shared_world.alpha_admin,
         shared_world.site_admin,
         *(s.operator for s in shared_world.sides.values()),
+        *shared_world.roles.values(),
+        *shared_world.staff.values(),
     ):
         forget(user)
     return shared_world

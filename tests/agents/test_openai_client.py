@@ -19,6 +19,7 @@ from agents.providers.openai_client import (
     StreamTranslator,
 )
 from runs.runtime.loop import AgentLoop, RunIdentity
+from runs.runtime.netguard import AddressPolicy
 from runs.runtime.ports import (
     CancellationToken,
     InferenceRequest,
@@ -64,6 +65,10 @@ def server() -> Iterator[FakeOpenAIServer]:
         yield srv
 
 
+# the fake server listens on this machine: the explicit opt-in a local model server needs
+LOCAL = AddressPolicy.from_setting(["127.0.0.1", "::1"])
+
+
 def make_client(
     server: FakeOpenAIServer, *, timeout: float = 5, max_retries: int = 3, **kwargs: Any
 ) -> OpenAIChatClient:
@@ -74,6 +79,7 @@ def make_client(
         api_key=kwargs.pop("api_key", None),
         timeout=timeout,
         max_retries=max_retries,
+        address_policy=kwargs.pop("address_policy", LOCAL),
         **kwargs,
     )
 
@@ -481,7 +487,9 @@ def test_closing_the_iterator_mid_stream(server: FakeOpenAIServer) -> None:
 
 def test_unreachable_provider() -> None:
     base_url = f"http://127.0.0.1:{closed_port()}/v1"
-    client = OpenAIChatClient("local", "gpt-test", base_url, None, timeout=2, max_retries=0)
+    client = OpenAIChatClient(
+        "local", "gpt-test", base_url, None, timeout=2, max_retries=0, address_policy=LOCAL
+    )
 
     with pytest.raises(ModelError) as caught:
         collect(client)

@@ -26,7 +26,8 @@ from .providers_support import (
     unique_secret,
 )
 
-pytestmark = pytest.mark.django_db
+# the providers are the local OpenAI-compatible server, on 127.0.0.1: opted in explicitly
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("allow_local_providers")]
 
 
 @pytest.fixture

@@ -16,7 +16,8 @@ from runs.models import Run, RunEvent
 from .openai_server import FakeOpenAIServer, error_reply, text_reply
 from .providers_support import agent_on, openai_provider, priced_model, run_to_end, unique_secret
 
-pytestmark = pytest.mark.django_db
+# the providers are the local OpenAI-compatible server, on 127.0.0.1: opted in explicitly
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("allow_local_providers")]
 
 
 @pytest.fixture

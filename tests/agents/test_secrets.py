@@ -95,7 +95,7 @@ def log_text(caplog: pytest.LogCaptureFixture) -> str:
     return "\n".join(formatter.format(record) for record in caplog.records)
 
 
-def test_the_api_key_never_leaks(client, server, debug_logs):
+def test_the_api_key_never_leaks(client, server, debug_logs, allow_local_providers):
     key = unique_secret()
     leaks = Leaks(key)
 

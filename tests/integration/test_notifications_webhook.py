@@ -66,6 +66,9 @@ def test_a_receiver_that_was_down_gets_every_notification_exactly_once(processes
         AWAKEN_NOTIFY_RETRY_MAX_SECONDS="8",
         AWAKEN_NOTIFY_MAX_ATTEMPTS="20",
         AWAKEN_NOTIFY_TIMEOUT="5",
+        # every delivery is retried while the receiver is down: no circuit breaker here
+        # (test_notifications_isolation.py has it open on a receiver that hangs)
+        AWAKEN_NOTIFY_CIRCUIT_FAILURES="1000",
     )
     receiver = Receiver(free_port())
     hook = NotificationChannel(name="receiver", kind="webhook")
@@ -78,6 +81,7 @@ def test_a_receiver_that_was_down_gets_every_notification_exactly_once(processes
         permission=APPROVAL,
     )
     processes("worker")
+    processes("notify")
     processes("beat")
     down_until = time.monotonic() + DOWN_SECONDS
     runs = [run_start(agent=agent, messages=f"note {n}") for n in range(TICKETS)]

@@ -88,7 +88,7 @@ def test_site_card_directory_and_what_is_not_served(settings: Any) -> None:
     assert [a["slug"] for a in listed] == ["alpha", "beta"]
     assert listed[0]["card"] == f"{BASE}/a2a/alpha/.well-known/agent-card.json"
     missing = get_json("/a2a/draft-only/.well-known/agent-card.json")
-    assert missing.status_code == 404 and "draft-only" in missing.json()["error"]
+    assert missing.status_code == 404 and "draft-only" in missing.json()["error"]["message"]
     settings.AWAKEN_A2A_SERVE = ["beta"]
     assert get_json("/a2a/alpha/.well-known/agent-card.json").status_code == 404
     assert get_json("/a2a/beta/.well-known/agent-card.json").status_code == 200
@@ -288,7 +288,7 @@ def test_hostile_messages_are_refused_with_a_reason(binding: str, operator_token
     cases = [
         (message("nul \x00 inside"), "NUL"),
         (message("fine", message_id="id-\x00"), "NUL"),
-        (message("x" * 100_001), "longer than"),
+        (message("x" * 32_001), "at most 32,000 are allowed"),
     ]
     for msg, reason in cases:
         with pytest.raises(REFUSED, match=reason):

@@ -16,6 +16,7 @@ from agents.models import AgentVersion
 from common.audit import Actor
 from runs.models import Run, Ticket
 from runs.selectors.compare import INPUT_SHOWN, run_compare, runs_for_compare, word_diff
+from runs.services.forks import run_fork
 from runs.services.runs import run_retry, run_start
 from runs.services.tickets import decision_submit
 from tests.factories import call, scripted_agent, view_only_user, waiting_run
@@ -222,6 +223,71 @@ def test_a_retry_starts_with_the_messages_of_the_run_it_retried():
     assert c["b"]["retry_of"] == str(failed.pk)
     assert c["steps"][0]["b"]["messages"][0]["text"] == "try it"
     assert summary(c)["outcome"]["a"] == "done (error)"
+
+
+FORKED_SCRIPT = [
+    {"text": "computing", "tool_calls": [call("calculator", {"expression": "2+3"})]},
+    {"text": "again", "tool_calls": [call("calculator", {"expression": "5*7"})]},
+    {"text": "The answer is {last_tool_result}."},
+]
+
+
+def three_step_run() -> Run:
+    agent = scripted_agent(FORKED_SCRIPT, tools=["calculator"])
+    run = drive(run_start(agent=agent, messages="compute"))
+    assert run.status == Run.Status.DONE and run.steps == 3
+    return run
+
+
+@pytest.mark.parametrize("step", [0, 1, 2, 3])
+def test_a_fork_lines_up_with_its_original_after_the_copied_prefix(step):
+    """The fork's copy of the original's steps stands beside those steps, and its own
+    steps after them: a fork that did the same differs nowhere, from either side."""
+    original = three_step_run()
+    fork = drive(run_fork(run=original, step=step, actor=Actor(label="olga", source="ui")))
+    assert fork.steps == 3 - step or step == 3
+    for a, b in ((original, fork), (fork, original)):
+        c = compared(a, b)
+        shown = [(row["label"], row["a"], row["b"]) for row in c["steps"] if row["different"]]
+        # after its last step the scripted model has nothing left to say: step 3 differs
+        assert c["different_steps"] == ([] if step < 3 else [3]), shown
+        assert [row["label"] for row in c["steps"]][:4] == ["input", "step 0", "step 1", "step 2"]
+        assert [row.get("copied") for row in c["steps"][1:4]] == [i < step for i in range(3)]
+        assert c["fork"] == {"original": str(original.pk), "fork": str(fork.pk), "step": step}
+        assert c["steps"][0]["b"]["text"] == "compute" == c["steps"][0]["a"]["text"]
+    c = compared(original, fork)
+    for index in range(min(step, 2)):  # copied steps: the original's calls and results
+        row = c["steps"][index + 1]
+        assert row["a"]["text"] == row["b"]["text"]
+        assert [t["copied"] for t in row["b"]["tool_calls"]] == [True]
+        assert row["b"]["tool_calls"][0]["result"] == row["a"]["tool_calls"][0]["result"]
+
+
+def test_a_fork_with_an_edited_result_differs_from_the_edit_on():
+    original = three_step_run()
+    edited = '{"expression": "5*7", "result": 36}'
+    fork = run_fork(
+        run=original, step=2, edit={"seq": 5, "text": edited}, actor=Actor(label="o", source="ui")
+    )
+    c = compared(original, drive(fork))
+    assert c["different_steps"] == [1, 2]
+    copied, own = c["steps"][2], c["steps"][3]
+    assert copied["copied"] and (copied["text_different"], copied["tools_different"]) == (
+        False,
+        True,
+    )
+    assert copied["b"]["tool_calls"][0]["result"] == edited
+    assert not own["copied"] and own["text_different"]
+    assert own["b"]["text"] == f"The answer is {edited}."
+
+
+def test_runs_not_forked_from_each_other_align_by_step_number():
+    original = three_step_run()
+    actor = Actor(label="o", source="ui")
+    first, second = (drive(run_fork(run=original, step=s, actor=actor)) for s in (1, 2))
+    c = compared(first, second)  # two forks of one run: neither is the other's original
+    assert c["fork"] is None
+    assert [row["copied"] for row in c["steps"][1:]] == [False] * (len(c["steps"]) - 1)
 
 
 def test_a_long_input_lists_its_newest_messages_only():

@@ -23,7 +23,7 @@ from runs import metrics
 from runs.models import Run, Ticket
 from runs.services.execution import run_fail
 from runs.services.leases import run_claim
-from runs.services.runs import run_start
+from runs.services.runs import run_cancel, run_start
 from runs.services.tickets import decision_submit
 from tests.factories import (
     APPROVAL,
@@ -137,6 +137,19 @@ def test_a_run_failed_by_the_worker_counts_as_failed(django_capture_on_commit_ca
     assert value("awaken_runs_finished_total", agent=agent.slug, outcome="failed") == 1
 
 
+def test_cancelling_a_run_nobody_executes_counts_as_cancelled(
+    django_capture_on_commit_callbacks,
+):
+    agent = unique_agent([{"text": "never"}])
+    run = run_start(agent=agent, messages="go")
+    with django_capture_on_commit_callbacks(execute=True):
+        run = run_cancel(run=run, actor=Actor(label="tester"))
+    assert (run.status, run.status_reason) == (Run.Status.DONE, "cancelled")
+    assert value("awaken_runs_finished_total", agent=agent.slug, outcome="cancelled") == 1
+    assert value("awaken_run_duration_seconds_count", agent=agent.slug, outcome="cancelled") == 1
+    assert value("awaken_runs_finished_total", agent=agent.slug, outcome="failed") == 0
+
+
 def test_work_rolled_back_is_not_counted(django_capture_on_commit_callbacks):
     agent = unique_agent([{"text": "hi"}])
     run = drive(run_start(agent=agent, messages="go"))  # on-commit callbacks dropped
@@ -181,7 +194,7 @@ def test_a_scrape_shows_the_series_of_a_finished_run(client, django_capture_on_c
 # --- database gauges ----------------------------------------------------------------------------
 
 
-def test_database_gauges_cost_three_queries_and_are_cached(settings):
+def test_database_gauges_cost_four_queries_and_are_cached(settings):
     settings.AWAKEN_METRICS_CACHE_SECONDS = 60
     first = unique_agent(
         [{"text": "noting", "tool_calls": [note_call("a")]}, {"text": "done"}],
@@ -203,7 +216,7 @@ def test_database_gauges_cost_three_queries_and_are_cached(settings):
     with CaptureQueriesContext(connection) as queries:
         scraped = value("awaken_tickets_open", agent=second.slug, tool="write_note")
         opened = _gauges()
-    assert len(queries.captured_queries) == 3, [q["sql"] for q in queries.captured_queries]
+    assert len(queries.captured_queries) == 4, [q["sql"] for q in queries.captured_queries]
     assert scraped == 0  # the process registry has no database gauges
     assert opened[("awaken_tickets_open", (first.slug, "write_note"))] == 1
     assert opened[("awaken_tickets_open", (second.slug, "write_note"))] == 2

@@ -5,6 +5,7 @@ repair, cancel and audit; and the acceptance scenario (a draft denying send_emai
 from __future__ import annotations
 
 import datetime as dt
+import json
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from common.audit import Actor
 from common.errors import IllegalTransition, InvalidInput
 from common.models import AuditEntry
 from runs.models import (
+    Message,
     NotificationDelivery,
     NotificationRule,
     ReplayItem,
@@ -26,6 +28,7 @@ from runs.models import (
     Ticket,
 )
 from runs.runtime.types import ToolResult
+from runs.selectors.compare import run_compare, runs_for_compare
 from runs.selectors.replays import replay_rows, replay_summary
 from runs.selectors.tickets import inbox_count
 from runs.services.execution import run_advance, runs_sweep
@@ -162,6 +165,14 @@ def test_filters_limit_and_order_pick_the_newest_runs_replayed_oldest_first():
         ({"concurrency": 9}, "concurrency"),
         ({"version": "newest"}, "version"),
         ({"version": "7"}, "version 7"),
+        ({"version": 0}, "version"),
+        ({"version": "0"}, "version"),
+        ({"version": False}, "version"),
+        ({"version": True}, "version"),
+        ({"version": -1}, "version"),
+        ({"version": 1.5}, "version"),
+        ({"version": [1]}, "version"),
+        ({"version": 10**12}, "version"),
         ({"ticket_policy": "maybe"}, "ticket_policy"),
         ({"http_mode": "cached"}, "http_mode"),
         ({"filters": {"outcome": "weird"}}, "outcome"),
@@ -188,6 +199,8 @@ def test_versions_latest_number_and_draft():
     v2 = publish(agent)
     assert create(agent, version="latest").version == v2
     assert create(agent, version="1").version.number == 1
+    assert create(agent, version=1).version.number == 1
+    assert create(agent, version=None).version == v2  # null: the latest
     agent.system_prompt = "Be brief."
     agent.save()
     draft = create(agent, version="draft")
@@ -253,6 +266,44 @@ def test_http_get_recorded_answers_from_the_original_and_live_calls(monkeypatch)
     answer = replay_runs(other)[0].events.get(event_type="tool_call_done").payload
     assert answer["result"]["message"] == "no recorded answer for https://example.com/b"
     assert len(fetched) == 2
+
+
+def test_recorded_http_get_answers_keep_their_key_order_so_compare_shows_no_difference(
+    monkeypatch,
+):
+    """The event log (jsonb on PostgreSQL) sorts an answer's keys; the replay answers in
+    the order the original read, so the model reads the same text and compare agrees."""
+    answer = {
+        "url": "https://example.com/data",
+        "status": 200,
+        "headers": {"content-type": "application/json", "content-length": "17"},
+        "body": '{"zeta":1,"a":2}',
+        "truncated": False,
+    }
+    monkeypatch.setattr(
+        web.HttpGetTool, "_fetch", lambda self, url, *args: ToolResult.success("http_get", answer)
+    )
+    script = [
+        {"text": "", "tool_calls": [call("http_get", {"url": "https://example.com/data"})]},
+        {"text": "read"},
+    ]
+    agent = scripted_agent(script, tools=["http_get"])
+    original = drive(run_start(agent=agent, messages="read it"))
+    monkeypatch.setattr(web.HttpGetTool, "_fetch", lambda *args: pytest.fail("fetched live"))
+    replay = replay_runs(play(create(agent, http_mode="recorded")))[0]
+    assert replay.status == Run.Status.DONE
+
+    def tool_text(run: Run) -> str:
+        row = Message.objects.get(produced_by_run=run, role=Message.Role.TOOL)
+        return str(row.content[0]["text"])
+
+    assert tool_text(original) == json.dumps(answer, ensure_ascii=False)
+    assert tool_text(replay) == tool_text(original)
+    runs = runs_for_compare([original.pk, replay.pk])
+    compared = run_compare(runs[original.pk], runs[replay.pk])
+    assert compared["different_steps"] == [], [
+        (row["label"], row["a"], row["b"]) for row in compared["steps"] if row["different"]
+    ]
 
 
 # --- tickets -----------------------------------------------------------------------------------

@@ -46,7 +46,10 @@ def test_save_a_runs_view_then_find_it_on_the_page(operator_client):
     )
     html = operator_client.get(response["Location"]).content.decode()
     assert "Saved the view “stuck notes”." in html
-    assert '<a href="/runs/?waiting_tool=write_note" aria-current="true">stuck notes</a>' in html
+    assert (
+        '<a href="/runs/?waiting_tool=write_note" title="stuck notes" aria-current="true">'
+        "stuck notes</a>"
+    ) in html
     assert 'name="query" value="waiting_tool=write_note"' in html  # what "Save" would save
     # the inbox has its own views
     assert "stuck notes" not in operator_client.get(reverse("runs:inbox")).content.decode()

@@ -66,8 +66,12 @@ def test_runs_waiting_on_a_tool_for_longer_than_n_minutes(operator_client, runs)
     assert listed(client, waiting_longer_than=50) == pks(runs, "old_sum", "old_note")
     assert listed(client, waiting_tool="calculator", waiting_longer_than=120) == []
     assert listed(client, waiting_tool="send_email") == []
-    # a bad number is no filter
-    assert len(listed(client, waiting_tool="write_note", waiting_longer_than="soon")) == 3
+    # a bad number is left out, and the page says so (400)
+    response = client.get(
+        reverse("runs:run-list"), {"waiting_tool": "write_note", "waiting_longer_than": "soon"}
+    )
+    assert response.status_code == 400 and "whole minutes" in response.content.decode()
+    assert len(run_rows(response.content.decode())) == 3
 
 
 def test_longest_waiting_first(operator_client, runs):

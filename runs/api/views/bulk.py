@@ -8,6 +8,7 @@ from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from common.access import scope
 from common.api.auth import actor_for
 from common.api.base import ApiView, validated
 from common.api.errors import error_responses
@@ -36,13 +37,16 @@ BULK_EXAMPLES = [
 ]
 
 
-def _named(ids: list[Any]) -> list[Ticket]:
-    """The named tickets that still wait for an operator, in the order named."""
+def _named(ids: list[Any], user: Any) -> list[Ticket]:
+    """The named tickets that still wait for an operator, in the order named: of the
+    teams where `user` may decide, as a filter matches them (another team's ticket is as
+    an unknown id, left out)."""
+    tickets = Ticket.objects.for_operators().filter(pk__in=ids)
     found = {
         ticket.pk: ticket
-        for ticket in Ticket.objects.for_operators()
-        .filter(pk__in=ids)
-        .select_related("run__agent", "tool_call")
+        for ticket in scope(tickets, user, "run__agent__team_id", perms.DECIDE).select_related(
+            "run__agent", "tool_call"
+        )
     }
     return [found[ident] for ident in ids if ident in found]
 
@@ -65,8 +69,9 @@ class BulkDecisionView(ApiView):
         description="`filter` matches the pending tickets (agent, tool, argument pattern in "
         f"the permission rules' syntax, waiting longer than N minutes), oldest first, at most "
         f"{MAX_BULK}; `ticket_ids` names them. With `dry_run` nothing is decided: `results` "
-        "lists the matched tickets (outcome `matched`); pass their ids back to decide exactly "
-        "those. Each ticket is decided on its own: `decided`, `conflict` (decided first by "
+        "lists the matched tickets (outcome `matched`: named ids that are unknown, decided, or "
+        "of a team where you may not decide are left out); pass their ids back to decide "
+        "exactly those. Each ticket is decided on its own: `decided`, `conflict` (decided first by "
         "someone else: `decision` is theirs) or `error` (`message`); a ticket is never "
         "decided twice. One `tickets.bulk_decide` audit entry records the filter and counts.",
         tags=["tickets"],
@@ -91,7 +96,7 @@ class BulkDecisionView(ApiView):
             ids = [ticket.pk for ticket in tickets]
         else:
             ids = list(dict.fromkeys(data["ticket_ids"]))
-            tickets = _named(ids) if data["dry_run"] else []
+            tickets = _named(ids, request.user) if data["dry_run"] else []
         if data["dry_run"]:
             results = [
                 {"ticket_id": str(t.pk), "outcome": "matched", "ticket": s.TicketSerializer(t).data}

@@ -79,6 +79,9 @@ class CompareTicketSerializer(serializers.Serializer):
 
 
 class CompareToolCallSerializer(serializers.Serializer):
+    copied = serializers.BooleanField(
+        help_text="A fork's side of a copied step: the original's call, shown as copied."
+    )
     call_id = serializers.CharField()
     name = serializers.CharField()
     arguments = s.AnyField(allow_null=True)
@@ -111,6 +114,9 @@ class DiffPartSerializer(serializers.Serializer):
 class CompareStepSerializer(serializers.Serializer):
     step = serializers.IntegerField(allow_null=True, help_text="null: the input row.")
     label = serializers.CharField()
+    copied = serializers.BooleanField(
+        help_text="A step of the original that a fork (the other side) copied."
+    )
     different = serializers.BooleanField()
     text_different = serializers.BooleanField()
     tools_different = serializers.BooleanField()
@@ -126,10 +132,19 @@ class CompareTicketRowSerializer(serializers.Serializer):
     b = CompareTicketSerializer(allow_null=True)
 
 
+class CompareForkSerializer(serializers.Serializer):
+    original = serializers.UUIDField()
+    fork = serializers.UUIDField()
+    step = serializers.IntegerField(help_text="The fork step: rows before it are copied.")
+
+
 class RunCompareSerializer(serializers.Serializer):
     same_run = serializers.BooleanField()
     a = CompareRunSerializer()
     b = CompareRunSerializer()
+    fork = CompareForkSerializer(
+        allow_null=True, help_text="One run is a fork of the other: aligned on the fork step."
+    )
     summary = CompareSummarySerializer(many=True)
     steps = CompareStepSerializer(many=True, help_text="The input row, then steps 0, 1, …")
     steps_truncated = serializers.BooleanField()

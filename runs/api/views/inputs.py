@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
@@ -108,18 +108,17 @@ def submit_input(
     key = data.get("idempotency_key") or request.headers.get("Idempotency-Key", "")[:200]
     if key and (existing := run_for_idempotency_key(actor=actor, key=key)) is not None:
         return _run_answer(existing, 200)
-    try:
-        with transaction.atomic():
-            outcome = input_submit(
-                agent=agent,
-                messages=[dict(m) for m in data["messages"]],
-                thread=thread,
-                run=run,
-                mode=data["mode"],
-                priority=data["priority"],
-                actor=actor,
-                idempotency_key=key,
-            )
+    try:  # its own transaction (run again on a lock conflict: runs.services.locks)
+        outcome = input_submit(
+            agent=agent,
+            messages=[dict(m) for m in data["messages"]],
+            thread=thread,
+            run=run,
+            mode=data["mode"],
+            priority=data["priority"],
+            actor=actor,
+            idempotency_key=key,
+        )
     except IntegrityError:  # the same key, at the same time: the other request won
         existing = run_for_idempotency_key(actor=actor, key=key) if key else None
         if existing is None:

@@ -99,8 +99,10 @@ class ReplayListView(ApiView):
         },
     )
     def post(self, request: Request) -> Response:
-        checked = replay_request(request.data)
-        allowed(request, checked.agent, "agent", checked.agent.slug)  # the user's teams only
+        # another team's agent is refused as an unknown one (400 "no agent"); a visible
+        # agent of a team where the role may not replay is 403
+        checked = replay_request(request.data, user=request.user)
+        allowed(request, checked.agent, "agent", checked.agent.slug)
         replay_set = replay_create(request=checked, actor=actor_for(request))
         return Response(replay_json(_set(str(replay_set.pk), request), items=False), status=201)
 

@@ -86,7 +86,9 @@ class RunListView(SseView):
         filters.agent_ids = perms.visible_agent_ids(request.user)  # the user's teams' runs only
         page = selectors.run_list(filters=filters, cursor=cursor, size=query["limit"])
         items = s.RunSummarySerializer(page.items, many=True).data
-        return Response({"items": items, "next_cursor": page.next_cursor})
+        return Response(
+            {"items": items, "next_cursor": page.next_cursor, "prev_cursor": page.prev_cursor}
+        )
 
     @extend_schema(
         operation_id="runs_create",

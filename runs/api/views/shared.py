@@ -73,13 +73,14 @@ DECISION_EXAMPLES = [
 ]
 
 
-def allowed(request: Request, obj: Any, what: str, value: Any) -> Any:
+def allowed(request: Request, obj: Any, what: str, value: Any, **details: Any) -> Any:
     """`obj` when the request's user may see it and, in its team, do what the view requires
-    for the request's method. Another team's object is not found, as an unknown id (its
-    existence is not confirmed); a visible one the role there does not allow is 403."""
+    for the request's method. Another team's object is not found, in the words of an
+    unknown id (`details` as its lookup gives them: its existence is not confirmed); a
+    visible one the role there does not allow is 403."""
     user = request.user
     if not user.has_perm(VIEW_PERMS.get(type(obj), "runs.view_run"), obj):
-        raise NotFound(f"{what} {value} not found")
+        raise NotFound(f"{what} {value} not found", details or None)
     view = (getattr(request, "parser_context", None) or {}).get("view")
     perm = getattr(view, "required_perms", {}).get(request.method) if view else None
     if perm and not user.has_perm(perm, obj):
@@ -110,7 +111,7 @@ def get_agent(slug: str, request: Request | None = None) -> Agent:
     """The agent; with `request`, only one of the user's teams where the request's action
     (starting a run) is allowed."""
     agent = get_or_not_found(agents_with_latest_version(), "agent", slug, by="slug", agent_id=slug)
-    return agent if request is None else allowed(request, agent, "agent", slug)
+    return agent if request is None else allowed(request, agent, "agent", slug, agent_id=slug)
 
 
 def get_ticket(ticket_id: Any, request: Request) -> Ticket:

@@ -11,11 +11,12 @@ from common.access import visible_teams
 from common.api.auth import actor_for
 from common.api.base import ApiView, parse_uuid, validated
 from common.api.errors import error_responses
-from common.audit import audit_record
 from common.errors import NotFound
+from common.teams import team_for_new
 from runs import permissions as perms
 from runs import selectors
-from runs.models import Message, Run, Thread
+from runs.models import Message, Run
+from runs.services.threads import thread_create
 
 from .. import serializers as s
 from ..pagination import check_cursor
@@ -47,21 +48,24 @@ class ThreadListView(ApiView):
     @extend_schema(
         operation_id="threads_create",
         summary="Create an empty thread",
+        description="The thread belongs to a team, whose members see it, and its runs "
+        "must be of that team's agents. `team` names it: a team where you may start runs "
+        "(a team you are not in is refused as an unknown one: 400). Without `team`: the "
+        "one team where you may start runs, or for a site-wide role the default team; "
+        "when you may start runs in several teams, `team` is required (400 naming them).",
         tags=["threads"],
         request=s.ThreadCreateSerializer,
         responses={201: s.ThreadSerializer, **error_responses(body=True)},
     )
     def post(self, request: Request) -> Response:
         data = validated(s.ThreadCreateSerializer, request.data)
-        thread = Thread.objects.create(
-            title=data["title"], resource_id=data["resource_id"], custom=data["custom"]
-        )
-        audit_record(
+        team = team_for_new(request.user, perms.START, data["team"], "create threads")
+        thread = thread_create(
+            title=data["title"],
+            resource_id=data["resource_id"],
+            custom=data["custom"],
+            team=team,
             actor=actor_for(request),
-            action="thread.create",
-            target_type="thread",
-            target_id=thread.pk,
-            after={"title": thread.title, "resource_id": thread.resource_id},
         )
         return Response(s.ThreadSerializer(thread).data, status=201)
 
