@@ -13,7 +13,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 from django.urls import Resolver404, resolve
 
-from runs.views.forms import handles_form_errors
+from runs.views.forms import handles_form_errors, names_bad_filters
 
 logger = logging.getLogger(__name__)
 
@@ -111,14 +111,23 @@ def _has_nul(values: Any) -> bool:
 NUL_MESSAGE = "A field contains a NUL character (\\u0000), which cannot be stored: remove it."
 
 
+def _view_of(request: HttpRequest) -> Any:
+    try:
+        return resolve(request.path_info).func
+    except Resolver404:
+        return None
+
+
 def _form_handles_it(request: HttpRequest) -> bool:
     """The POST goes to a page action that shows its errors inside its form (it refuses
     the NUL there, keeping what was typed): runs.views.forms.page_action."""
-    try:
-        match = resolve(request.path_info)
-    except Resolver404:
-        return False
-    return handles_form_errors(match.func)
+    return handles_form_errors(_view_of(request))
+
+
+def _list_handles_it(request: HttpRequest) -> bool:
+    """The GET goes to a list page that names a NUL in a filter above its list, like any
+    bad filter value: runs.views.forms.filter_page."""
+    return request.method in ("GET", "HEAD") and names_bad_filters(_view_of(request))
 
 
 def bad_request_page(request: HttpRequest, message: str) -> HttpResponse:
@@ -137,7 +146,9 @@ class RejectNulMiddleware(_SyncAndAsync):
     """400 for a NUL character in a query-string or form field: PostgreSQL refuses NUL in
     text, so a filter or a form value carrying one would reach the database and fail
     there as a 500. A form posted to a page action that shows its own errors
-    (runs.views.forms.page_action) goes through: it refuses the NUL inside the form.
+    (runs.views.forms.page_action) goes through: it refuses the NUL inside the form; so
+    does a query string sent to a list page that names its bad filters
+    (runs.views.forms.filter_page).
     JSON bodies are checked by the API's parser."""
 
     def __call__(self, request: HttpRequest) -> Any:
@@ -153,7 +164,7 @@ class RejectNulMiddleware(_SyncAndAsync):
             "application/x-www-form-urlencoded",
             "multipart/form-data",
         )
-        refused = _has_nul(request.GET) or (
+        refused = (_has_nul(request.GET) and not _list_handles_it(request)) or (
             form and _has_nul(request.POST) and not _form_handles_it(request)
         )
         if not refused:

@@ -33,7 +33,8 @@ class RequestFailed(Exception):
     pass
 
 
-NEXT_LINK = re.compile(r'href="(\?[^"]*\bcursor=[^"]*)"')
+# a link to another page of a list: `?cursor=…` or `/path/?cursor=…`, maybe rel="next"
+CURSOR_LINK = re.compile(r'<a\b[^>]*\bhref="([^"?]*\?[^"]*\bcursor=[^"]*)"[^>]*>')
 
 
 def get(client: Any, path: str) -> Any:
@@ -49,7 +50,8 @@ def get(client: Any, path: str) -> Any:
 
 def next_page(path: str, response: Any, api: bool) -> str | None:
     """The next page's path as the page exposes it: `next_cursor` in the API's JSON, the
-    "older" link (…cursor=…) on an HTML page."""
+    "older" link (…cursor=…, the one marked rel="next" when a page also links back) on
+    an HTML page."""
     if api:
         cursor = response.json().get("next_cursor")
         if not cursor:
@@ -57,10 +59,12 @@ def next_page(path: str, response: Any, api: bool) -> str | None:
         parts = urlsplit(path)
         query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "cursor"]
         return urlunsplit(parts._replace(query=urlencode([*query, ("cursor", cursor)])))
-    links = NEXT_LINK.findall(response.content.decode(errors="replace"))
-    if not links:
+    anchors = list(CURSOR_LINK.finditer(response.content.decode(errors="replace")))
+    if not anchors:
         return None
-    return urlsplit(path).path + html.unescape(links[-1])
+    following = [a for a in anchors if 'rel="next"' in a.group(0)] or anchors  # not "newer"
+    link = html.unescape(following[-1].group(1))
+    return urlsplit(path).path + link if link.startswith("?") else link
 
 
 def resolve(spec: Spec, target: Target, *, partial: bool = False) -> tuple[str | None, str]:

@@ -123,6 +123,15 @@ def frozen_team_of(user: Any, obj: Any) -> Team | None:
     return Team.objects.filter(pk=owner, frozen=True).first()
 
 
+def frozen_teams_among(user: Any, objs: Any) -> dict[int, Team]:
+    """The teams of `objs` that are in an incident freeze, by id (one query, only when
+    one of them is)."""
+    owners = [team for team in {team_id_of(obj) for obj in objs} if team in frozen_teams(user)]
+    if not owners:
+        return {}
+    return {team.pk: team for team in Team.objects.filter(pk__in=owners, frozen=True)}
+
+
 class TeamRoleBackend(BaseBackend):
     """Permissions from team memberships (and, for an object, from the role groups too:
     Django's ModelBackend answers nothing for objects). Authenticates no one."""

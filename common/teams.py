@@ -19,7 +19,6 @@ from common.errors import ConfirmationRequired, Forbidden, Frozen, InvalidInput,
 from common.models import Membership, Role, Team, default_team_id
 
 SETTINGS = ("name", "reason_required", "bulk_confirm_above")
-MAX_REASON = 2000
 
 
 def _team_id(team: Team | int) -> int:
@@ -56,10 +55,16 @@ def by_operator(actor: Actor) -> bool:
     return actor.source not in WORKER_SOURCES
 
 
+def check_reason(reason: str) -> None:
+    """Raise `InvalidInput` when a reason (a cancel's, an interrupt's, a freeze's) is
+    longer than AWAKEN_MAX_COMMENT_CHARS (common/limits.py)."""
+    limits.check_chars(reason, limits.comment_chars(), "reason", "the reason")
+
+
 def ensure_reason(team: Team | int | None, reason: str, what: str) -> None:
     """Raise `InvalidInput` when the team requires a reason to `what` and none is given,
-    or when the reason is longer than AWAKEN_MAX_COMMENT_CHARS (common/limits.py)."""
-    limits.check_chars(reason, limits.comment_chars(), "reason", "the reason")
+    or when the reason is too long (`check_reason`)."""
+    check_reason(reason)
     if team is None or (reason or "").strip():
         return
     row = Team.objects.filter(pk=_team_id(team), reason_required=True).values("slug").first()
@@ -150,8 +155,7 @@ def team_freeze(*, team: Team, actor: Actor, reason: str) -> Team:
     reason = (reason or "").strip()
     if not reason:
         raise InvalidInput("say why the team is frozen", {"field": "reason"})
-    if len(reason) > MAX_REASON:
-        raise InvalidInput(f"the reason is longer than {MAX_REASON} characters")
+    check_reason(reason)
     team = Team.objects.select_for_update().get(pk=team.pk)
     if team.frozen:
         raise InvalidInput(f'team "{team.slug}" is already frozen')
@@ -171,6 +175,8 @@ def team_freeze(*, team: Team, actor: Actor, reason: str) -> Team:
 
 @transaction.atomic
 def team_unfreeze(*, team: Team, actor: Actor, reason: str = "") -> Team:
+    reason = (reason or "").strip()
+    check_reason(reason)
     team = Team.objects.select_for_update().get(pk=team.pk)
     if not team.frozen:
         raise InvalidInput(f'team "{team.slug}" is not frozen')
@@ -184,7 +190,7 @@ def team_unfreeze(*, team: Team, actor: Actor, reason: str = "") -> Team:
         target_id=team.slug,
         team=team,
         before=before,
-        comment=(reason or "").strip()[:MAX_REASON],
+        comment=reason,
     )
     return team
 

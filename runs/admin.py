@@ -16,23 +16,29 @@ from common.models import AuditEntry
 from runs import admin_notifications, admin_schedules  # noqa: F401  (register their admins)
 from runs.models import Decision, Message, Run, RunEvent, Thread, Ticket, ToolCall
 
+EXACT_COUNT_BELOW = 10_000  # rows (estimated): a smaller table is counted, cheaply
+
 
 class EstimatedCountPaginator(Paginator):
     """An unfiltered change list of millions of rows would count them all (a sequential
-    scan per page view); PostgreSQL's planner estimate is enough to number the pages."""
+    scan per page view); PostgreSQL's planner estimate is enough to number the pages. One
+    statement either way: the estimate, or for a small table its exact count."""
 
     @cached_property
     def count(self) -> int:
         queryset: Any = self.object_list
         connection = connections[queryset.db]
         if connection.vendor == "postgresql" and not queryset.query.where:
+            table = queryset.model._meta.db_table
             with connection.cursor() as cursor:
                 cursor.execute(
-                    "SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass",
-                    [queryset.model._meta.db_table],
+                    "SELECT CASE WHEN reltuples >= %s THEN reltuples::bigint "
+                    f"ELSE (SELECT COUNT(*) FROM {connection.ops.quote_name(table)}) END "
+                    "FROM pg_class WHERE oid = %s::regclass",
+                    [EXACT_COUNT_BELOW, table],
                 )
                 row = cursor.fetchone()
-            if row and row[0] >= 10_000:  # small tables: the exact count is cheap
+            if row is not None:
                 return int(row[0])
         return super().count
 

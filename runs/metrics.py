@@ -163,8 +163,13 @@ def agent_slug(agent_id: int | None) -> str:
 
 def _after_commit(record: Callable[[], None]) -> None:
     """Move a series once the transaction that did the work commits (at once outside one),
-    so work that rolls back is not counted."""
-    transaction.on_commit(record)
+    so work that rolls back is not counted, and a transaction run again after a lock
+    conflict (runs.services.locks) counts once. Outside a transaction it asks nothing of
+    the connection: a worker that just lost the database counts that too."""
+    if transaction.get_connection().in_atomic_block:
+        transaction.on_commit(record)
+    else:
+        record()
 
 
 # --- runs -----------------------------------------------------------------------------------
@@ -208,7 +213,9 @@ def run_ended(run: Run) -> None:
 
 
 def lease_recovered(reason: str) -> None:
-    LEASE_RECOVERIES.labels(reason).inc()
+    """A run taken back from a worker (after the transaction that took it commits: a
+    claim run again for a lock conflict counts once)."""
+    _after_commit(lambda: LEASE_RECOVERIES.labels(reason).inc())
 
 
 class ActivationTimer:

@@ -16,7 +16,7 @@ from runs.views import (
     notifications,
     replays,
     rules,
-    saved_views,
+    saved_view_forms,
     teams,
     tokens,
 )
@@ -85,8 +85,10 @@ urlpatterns = [
     path("inbox/list", inbox.inbox_list, name="inbox-list"),
     path("inbox/bulk", inbox.bulk_decide, name="inbox-bulk"),
     path("inbox/policy", inbox_policy.policy_decide, name="inbox-policy"),
-    path("saved-views/<str:page>/save", saved_views.save_view, name="saved-view-save"),
-    path("saved-views/<int:view_id>/delete", saved_views.delete_view, name="saved-view-delete"),
+    path("saved-views/<str:page>/save", saved_view_forms.save_view, name="saved-view-save"),
+    path(
+        "saved-views/<int:view_id>/delete", saved_view_forms.delete_view, name="saved-view-delete"
+    ),
     path("audit/", audit.audit, name="audit"),
     path("audit/export.csv", exports.audit_export, name="audit-export"),
     path("tokens/", tokens.token_list, name="tokens"),

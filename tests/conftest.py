@@ -51,14 +51,19 @@ def _no_dashboard_cache(settings: Any) -> None:
     settings.AWAKEN_DASHBOARD_CACHE_SECONDS = 0
 
 
-@pytest.fixture(autouse=True)
-def _fresh_process_caches() -> None:
+def clear_process_caches() -> None:
     """Per-process caches of immutable rows are keyed by id; SQLite hands out the ids of
-    rolled-back rows again, so each test starts with empty caches."""
+    rolled-back rows again, so what a test (or a module's shared data) builds starts with
+    empty caches."""
     from agents.selectors import agent_version_by_id
 
     agent_version_by_id.cache_clear()
-    caches["default"].clear()  # the dashboard's figures
+    caches["default"].clear()  # the dashboard's figures, the usage sums
+
+
+@pytest.fixture(autouse=True)
+def _fresh_process_caches() -> None:
+    clear_process_caches()
 
 
 # --- users and logged-in clients ----------------------------------------------------------

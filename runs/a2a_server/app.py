@@ -145,7 +145,8 @@ def _close_connection() -> None:
 
 
 class Gate:
-    """Host check, agent lookup and bearer authentication in front of the routes. Each
+    """Host check, bearer authentication and agent lookup in front of the routes (the
+    token before the agent, so a caller without one cannot tell which agents exist). Each
     request's database work runs on a thread of its own (as Django's handler does), and
     its connection is closed at the end."""
 
@@ -170,39 +171,50 @@ class Gate:
             return _error(INVALID_HOST, "invalid Host header")
         path: str = scope["path"]
         if path == CARD_PATH:
-            agent = await sync_to_async(default_agent)()
+            slug: str | None = None  # the default agent
             rest = CARD_PATH
         elif path == BESIDE_CARD_PATH:
-            agent, rest = None, ""  # public like the directory; the route finds the agent
+            slug, rest = "", ""  # public like the directory; the route finds the agent
         else:
             slug, _, rest = path[len(PREFIX) :].partition("/")
             rest = "/" + rest
+        public = slug == "" or rest == CARD_PATH
+        scope["awaken"] = {"agent": None}
+        token: ApiToken | None = None
+        if not (public and settings.AWAKEN_A2A_PUBLIC_CARDS):
+            # the token first: an unauthenticated caller learns nothing of which agents
+            # exist (an unknown slug answers as a served one)
+            token = await sync_to_async(_token)(request)
+            if token is None:
+                return _error(
+                    UNAUTHENTICATED,
+                    "authentication required: send 'Authorization: Bearer <API token>'",
+                    {"WWW-Authenticate": 'Bearer realm="a2a"'},
+                )
+            wait = await sync_to_async(_throttled)(token)
+            if wait is not None:
+                return _error(
+                    RATE_LIMITED,
+                    f"too many requests for this token: retry in {wait:.0f} s",
+                    {"Retry-After": str(max(1, round(wait)))},
+                )
+        if slug is None:
+            agent = await sync_to_async(default_agent)()
+        else:
             agent = await sync_to_async(served_agent)(slug) if slug else None
-            if slug and agent is None:
-                return _error(AGENT_NOT_FOUND, f"no agent {slug!r} is served over A2A")
-        scope["awaken"] = {"agent": agent}
-        if rest == CARD_PATH and agent is None:
-            return _error(AGENT_NOT_FOUND, "no agent is served over A2A")
-        public = agent is None or rest == CARD_PATH
-        if public and settings.AWAKEN_A2A_PUBLIC_CARDS:
-            return None
-        token = await sync_to_async(_token)(request)
+        # another team's agent answers as if not served (its existence is not confirmed)
+        if (
+            agent is not None
+            and token is not None
+            and not await sync_to_async(sees)(token.user, agent)
+        ):
+            agent = None
+        if agent is None and (slug or rest == CARD_PATH):
+            named = f"agent {slug!r}" if slug else "agent"
+            return _error(AGENT_NOT_FOUND, f"no {named} is served over A2A")
+        scope["awaken"]["agent"] = agent
         if token is None:
-            return _error(
-                UNAUTHENTICATED,
-                "authentication required: send 'Authorization: Bearer <API token>'",
-                {"WWW-Authenticate": 'Bearer realm="a2a"'},
-            )
-        wait = await sync_to_async(_throttled)(token)
-        if wait is not None:
-            return _error(
-                RATE_LIMITED,
-                f"too many requests for this token: retry in {wait:.0f} s",
-                {"Retry-After": str(max(1, round(wait)))},
-            )
-        if agent is not None and not await sync_to_async(sees)(token.user, agent):
-            # another team's agent: as if not served (its existence is not confirmed)
-            return _error(AGENT_NOT_FOUND, f"no agent {agent.slug!r} is served over A2A")
+            return None
         request_id = request.headers.get("x-request-id", "")[:REQUEST_ID_CHARS]
         scope["awaken"]["caller"] = Caller(token.user, token.name, request_id, agent)
         return None

@@ -40,7 +40,12 @@ class BulkDecisionRequestSerializer(serializers.Serializer):
         help_text="Or decide exactly these tickets (e.g. a dry run's).",
     )
     action = serializers.ChoiceField(choices=["approve", "reject"])
-    comment = serializers.CharField(required=False, allow_blank=True, max_length=2000, default="")
+    comment = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="At most AWAKEN_MAX_COMMENT_CHARS characters (2,000 by default).",
+    )
     dry_run = serializers.BooleanField(
         required=False, default=False, help_text="Only list the tickets that would be decided."
     )

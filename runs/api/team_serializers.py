@@ -18,9 +18,9 @@ class CancelRequestSerializer(serializers.Serializer):
     reason = serializers.CharField(
         required=False,
         allow_blank=True,
-        max_length=2000,
         default="",
-        help_text="Why the run is cancelled; required when the run's team requires a reason.",
+        help_text="Why the run is cancelled; required when the run's team requires a reason. "
+        "At most AWAKEN_MAX_COMMENT_CHARS characters (2,000 by default).",
     )
 
 
@@ -55,11 +55,19 @@ class TeamListSerializer(serializers.Serializer):
 
 
 class FreezeSerializer(serializers.Serializer):
-    reason = serializers.CharField(max_length=2000, help_text="Why the team is frozen.")
+    reason = serializers.CharField(
+        help_text="Why the team is frozen: at most AWAKEN_MAX_COMMENT_CHARS characters "
+        "(2,000 by default)."
+    )
 
 
 class UnfreezeSerializer(serializers.Serializer):
-    reason = serializers.CharField(required=False, allow_blank=True, max_length=2000, default="")
+    reason = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="At most AWAKEN_MAX_COMMENT_CHARS characters (2,000 by default).",
+    )
 
 
 class MemberSerializer(serializers.Serializer):

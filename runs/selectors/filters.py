@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from django.http import QueryDict
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -31,6 +32,31 @@ ACTION_MAX_CHARS = 40  # an audit action prefix
 
 SHOWN_CHARS = 60  # of a bad value, quoted in the message
 
+NUL = "\x00"
+SHOWN_NUL = "\ufffd"  # where a refused NUL was, in the value shown again
+# On a query string made by `without_nul`: the parameters whose value held a NUL.
+NUL_FIELDS = "nul_fields"
+
+
+def without_nul(params: QueryDict) -> QueryDict:
+    """A copy of `params` with each NUL character (which the database cannot store) shown
+    as U+FFFD; the parameters that held one are listed in its `nul_fields` attribute, for
+    `QueryFilters` to name them as bad filters."""
+    shown = QueryDict(mutable=True)
+    held: set[str] = set()
+    for key, values in params.lists():
+        name = key.replace(NUL, SHOWN_NUL)
+        if NUL in key or any(NUL in value for value in values):
+            held.add(name)
+        shown.setlist(name, [value.replace(NUL, SHOWN_NUL) for value in values])
+    shown._mutable = False
+    setattr(shown, NUL_FIELDS, frozenset(held))
+    return shown
+
+
+def has_nul(params: QueryDict) -> bool:
+    return any(NUL in key or any(NUL in v for v in values) for key, values in params.lists())
+
 
 def _quoted(value: str) -> str:
     text = value if len(value) <= SHOWN_CHARS else value[:SHOWN_CHARS] + "…"
@@ -45,23 +71,37 @@ class QueryFilters:
     def __init__(self, params: Mapping[str, Any]) -> None:
         self.params = params
         self.errors: dict[str, str] = {}
+        for name in getattr(params, NUL_FIELDS, ()):
+            if SHOWN_NUL in name:  # a NUL in the parameter's name: no filter reads it
+                self.errors[name] = (
+                    f"Parameter {_quoted(name)}: its name contains a NUL character "
+                    "(\\u0000): remove it"
+                )
 
     def raw(self, name: str) -> str:
         value = self.params.get(name, "")
         return value if isinstance(value, str) else str(value or "")
 
+    def _value(self, name: str, label: str) -> str:
+        """The stripped value; "" (and the filter named) when it held a NUL."""
+        value = self.raw(name)
+        if NUL in value or name in getattr(self.params, NUL_FIELDS, ()):
+            self._bad(name, label, "contains a NUL character (\\u0000): remove it")
+            return ""
+        return value.strip()
+
     def _bad(self, name: str, label: str, problem: str) -> None:
         self.errors[name] = f"{label} ({name}): {problem}"
 
     def text(self, name: str, label: str, *, max_chars: int) -> str:
-        value = self.raw(name).strip()
+        value = self._value(name, label)
         if len(value) > max_chars:
             self._bad(name, label, f"at most {max_chars} characters, not {len(value)}")
             return ""
         return value
 
     def choice(self, name: str, label: str, choices: Iterable[str]) -> str:
-        value = self.raw(name).strip()
+        value = self._value(name, label)
         allowed = [choice for choice in choices if choice]
         if value and value not in allowed:
             self._bad(name, label, f"{_quoted(value)} is not one of {', '.join(allowed)}")
@@ -70,7 +110,7 @@ class QueryFilters:
 
     def when(self, name: str, label: str) -> dt.datetime | None:
         """A date (midnight) or a date and time, in the server's time zone unless given."""
-        value = self.raw(name).strip()
+        value = self._value(name, label)
         if not value:
             return None
         try:
@@ -87,7 +127,7 @@ class QueryFilters:
         return timezone.make_aware(parsed) if timezone.is_naive(parsed) else parsed
 
     def minutes(self, name: str, label: str) -> int | None:
-        value = self.raw(name).strip()
+        value = self._value(name, label)
         if not value:
             return None
         minutes = parse_minutes(value)
@@ -101,7 +141,7 @@ class QueryFilters:
 
     def ident(self, name: str, label: str) -> str:
         """A UUID, as its canonical text."""
-        value = self.raw(name).strip()
+        value = self._value(name, label)
         if not value:
             return ""
         try:
@@ -111,7 +151,7 @@ class QueryFilters:
             return ""
 
     def cursor(self, *, uuid_pk: bool = True, name: str = "cursor") -> str | None:
-        value = self.raw(name).strip()
+        value = self._value(name, "Page link")
         if not value:
             return None
         if cursor_problem(value, uuid_pk=uuid_pk) is not None:

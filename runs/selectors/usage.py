@@ -84,7 +84,8 @@ def _sums(
     daily: list[tuple[Any, ...]] = []
     if start < cut:
         teams = "all" if agent_ids is None else ",".join(map(str, sorted(agent_ids)))
-        key = "runs:usage:" + hashlib.sha256(f"{start}|{cut}|{agent}|{teams}".encode()).hexdigest()
+        scope = f"{stats.usage_generation()}|{start}|{cut}|{agent}|{teams}"
+        key = "runs:usage:" + hashlib.sha256(scope.encode()).hexdigest()
         earlier = cache.get(key)
         if earlier is None:
             earlier = _read_sums(start, cut, agent, agent_ids)

@@ -26,7 +26,7 @@ from django.utils import timezone
 from agents.models import Agent
 from common.audit import SYSTEM, Actor, audit_record
 from common.errors import IllegalTransition, InvalidInput, NotFound
-from common.teams import ensure_reason, ensure_writable
+from common.teams import check_reason, ensure_reason, ensure_writable
 from runs.models import DEFAULT_PRIORITY, PendingInput, Run, Thread
 from runs.realtime import broadcast_thread_changed
 from runs.runtime import types as rt
@@ -379,6 +379,7 @@ def thread_interrupt(*, thread: Thread, actor: Actor = SYSTEM, reason: str = "")
     """Cancel the thread's open run and every input still waiting, in one action. Refused
     while the thread's team is frozen, and without `reason` when it cancels a run of a
     team that requires one."""
+    check_reason(reason)  # too long is refused even with no run to cancel
     thread, open_run = _lock_thread(thread.pk)
     ensure_writable(thread.team_id)
     if open_run is not None:

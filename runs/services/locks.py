@@ -27,7 +27,10 @@ With one order no deadlock is expected. Should PostgreSQL still report one (or a
 serialization failure), the service entries (submissions, decisions, interrupts,
 cancels, retries) and the worker's claims, checkpoints and failures run their whole
 transaction again (`retry_lock_conflicts`): the rolled-back attempt wrote nothing, so a
-retry is safe.
+retry is safe. What the database does not roll back (the Prometheus series of
+runs.metrics, broadcasts, task sends, remote aborts) is done by `transaction.on_commit`
+callbacks, which a rolled-back attempt drops: it happens once, for the attempt that
+committed.
 """
 
 from __future__ import annotations

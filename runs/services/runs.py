@@ -218,7 +218,7 @@ def run_cancel_unchecked(*, run: Run, actor: Actor = SYSTEM, reason: str = "") -
         target_id=run.pk,
         run=run,
         before={"status": run.status, "status_reason": run.status_reason},
-        comment=(reason or "").strip()[:2000],
+        comment=(reason or "").strip(),
     )
     now = timezone.now()
     # a worker holds it (its lease, by the database's clock, is live): it stops the run

@@ -128,7 +128,7 @@ def cancel(request: HttpRequest, run_id: Any) -> HttpResponse:
     refused = denied(request, CANCEL, run, "cancel runs in this team")
     if refused is not None:
         return refused
-    reason = request.POST.get("reason", "").strip()[:2000]
+    reason = request.POST.get("reason", "").strip()
     run = run_cancel(run=run, actor=actor_for(request), reason=reason)
     text = (
         "Cancelled."

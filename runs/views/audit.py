@@ -13,6 +13,7 @@ from runs.selectors.filters import (
     QueryFilters,
     filter_errors_context,
 )
+from runs.views.forms import filter_page
 
 
 def read_audit_filters(params: QueryDict) -> tuple[dict[str, str], dict[str, str]]:
@@ -27,6 +28,7 @@ def read_audit_filters(params: QueryDict) -> tuple[dict[str, str], dict[str, str
     return filters, read.errors
 
 
+@filter_page
 @require(AUDIT, "view the audit log")
 def audit(request: HttpRequest) -> HttpResponse:
     return audit_response(request)

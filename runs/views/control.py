@@ -215,7 +215,7 @@ def interrupt_thread(request: HttpRequest, thread_id: Any) -> HttpResponse:
     thread = get_object_or_404(Thread, pk=thread_id)
     if (refused := denied(request, CANCEL, thread, "interrupt threads in this team")) is not None:
         return refused
-    reason = request.POST.get("reason", "").strip()[:2000]
+    reason = request.POST.get("reason", "").strip()
     result = thread_interrupt(thread=thread, actor=actor_for(request), reason=reason)
     run, count = result["run"], len(result["cancelled_inputs"])
     parts = []

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import render
 
 from common.access import visible_teams
 from runs import selectors
 from runs.permissions import VIEW, require, visible_agent_ids
 from runs.selectors.dashboard import Dashboard
+from runs.selectors.filters import QueryFilters, filter_errors_context
 from runs.selectors.usage import DEFAULT_WINDOW, WINDOWS, glance
+from runs.views.forms import filter_page
+
+
+def read_window(params: QueryDict) -> tuple[str, dict[str, str]]:
+    """The window of the figures (the default when absent or bad) and what was wrong."""
+    read = QueryFilters(params)
+    window = read.choice("window", "Window", WINDOWS)
+    return window or DEFAULT_WINDOW, read.errors
 
 
 def _figures(request: HttpRequest) -> Dashboard:
@@ -18,20 +27,21 @@ def _figures(request: HttpRequest) -> Dashboard:
     return selectors.dashboard_cached(visible_agent_ids(user), visible_teams(user, VIEW))
 
 
+@filter_page
 @require(VIEW, "view runs")
 def dashboard(request: HttpRequest) -> HttpResponse:
-    window = request.GET.get("window", DEFAULT_WINDOW)
+    """400 with the dashboard (on the default window) and what was wrong for a bad window."""
+    window, errors = read_window(request.GET)
     return render(
         request,
         "runs/dashboard.html",
         {
             "nav": "dashboard",
             "dash": _figures(request),
-            "glance": glance(
-                window if window in WINDOWS else DEFAULT_WINDOW,
-                agent_ids=visible_agent_ids(request.user),
-            ),
+            "glance": glance(window, agent_ids=visible_agent_ids(request.user)),
+            **filter_errors_context(errors),
         },
+        status=400 if errors else 200,
     )
 
 
@@ -44,18 +54,18 @@ def dashboard_stats(request: HttpRequest) -> HttpResponse:
     )
 
 
+@filter_page
 @require(VIEW, "view runs")
 def dashboard_glance(request: HttpRequest) -> HttpResponse:
     """The "cost, tokens and latency" section alone, for the dashboard's timed refresh
     (live_stream.js, data-refresh-seconds): the same window as the page asked for."""
-    window = request.GET.get("window", DEFAULT_WINDOW)
+    window, errors = read_window(request.GET)
     return render(
         request,
         "runs/partials/dashboard_glance.html",
         {
-            "glance": glance(
-                window if window in WINDOWS else DEFAULT_WINDOW,
-                agent_ids=visible_agent_ids(request.user),
-            )
+            "glance": glance(window, agent_ids=visible_agent_ids(request.user)),
+            **filter_errors_context(errors),
         },
+        status=400 if errors else 200,
     )

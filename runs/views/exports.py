@@ -26,6 +26,7 @@ from runs.services.exports import (
     runs_export_queryset,
 )
 from runs.views.audit import audit_response, read_audit_filters
+from runs.views.forms import filter_page
 from runs.views.lists import read_run_filters, run_list_response
 
 JSON_TYPE = "application/json"
@@ -86,6 +87,7 @@ def run_export(request: HttpRequest, run_id: Any) -> Any:  # a StreamingHttpResp
     return run_json_attachment(request, run)
 
 
+@filter_page
 @require(VIEW, "export runs")
 def runs_export(request: HttpRequest) -> Any:  # a StreamingHttpResponse
     filters, errors = read_run_filters(request.GET)
@@ -96,6 +98,7 @@ def runs_export(request: HttpRequest) -> Any:  # a StreamingHttpResponse
     return csv_attachment(request, runs_csv_rows(runs), "runs")
 
 
+@filter_page
 @require(AUDIT, "export the audit log")
 def audit_export(request: HttpRequest) -> Any:  # a StreamingHttpResponse
     filters, errors = read_audit_filters(request.GET)

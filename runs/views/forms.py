@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import wraps
-from typing import Any
+from typing import Any, cast
 
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, QueryDict
@@ -22,10 +22,12 @@ from django.template.loader import render_to_string
 from django.utils.module_loading import import_string
 
 from common.errors import InvalidInput, ServiceError
+from runs.selectors.filters import has_nul, without_nul
 
 NUL = "\x00"
 SHOWN_NUL = "\ufffd"  # where the refused NUL was, in the value kept for the form
 MARK = "handles_form_errors"  # set on a view that renders its own form errors
+FILTERS_MARK = "reads_filters"  # set on a list page that names its bad filters
 
 
 @dataclass
@@ -154,3 +156,25 @@ def page_action(render_error: Renderer | str) -> Callable[[Renderer], Renderer]:
 def handles_form_errors(view: Any) -> bool:
     """Whether `view` (a resolved view function) shows its own form errors."""
     return bool(getattr(view, MARK, False))
+
+
+def filter_page(view: Renderer) -> Renderer:
+    """Mark a list page that reads its query string with `QueryFilters` (which names a bad
+    filter above the list, in a 400): a NUL in a filter is one more bad value there, not
+    the bare refusal of `awaken_site.middleware.RejectNulMiddleware`. The view sees the
+    query string with each NUL shown as U+FFFD (never stored nor searched for), and the
+    filters that held one are named."""
+
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if has_nul(request.GET):
+            request.GET = cast(Any, without_nul(request.GET))  # immutable, as Django's
+        return view(request, *args, **kwargs)
+
+    setattr(wrapped, FILTERS_MARK, True)
+    return wrapped
+
+
+def names_bad_filters(view: Any) -> bool:
+    """Whether `view` (a resolved view function) names a NUL in its filters itself."""
+    return bool(getattr(view, FILTERS_MARK, False))

@@ -16,7 +16,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from common.errors import ServiceError
+from common.access import allowed_unfrozen, frozen_teams_among
+from common.errors import InvalidInput, ServiceError
 from runs import selectors
 from runs.models import Ticket
 from runs.permissions import (
@@ -40,6 +41,14 @@ from runs.services.claims import deciders
 from runs.services.tickets import decision_submit
 from runs.templatetags.runs_extras import short_id
 from runs.views.actions import actor_for
+from runs.views.forms import (
+    NUL,
+    SHOWN_NUL,
+    FormError,
+    filter_page,
+    page_action,
+    render_form_error,
+)
 from runs.views.htmx import is_htmx
 from runs.views.saved_views import saved_views_context
 from runs.wording import DECISION_DONE
@@ -140,6 +149,14 @@ def key_undo_seconds() -> float:
     return max(0.0, min(float(settings.AWAKEN_KEY_UNDO_SECONDS), 60.0))
 
 
+def inbox_capabilities(user: Any) -> dict[str, Any]:
+    """What the inbox offers: the decide controls also to a user whose teams are all
+    frozen (each frozen team's rows show them disabled, saying why)."""
+    can = capabilities(user)
+    can["decide"] = can["decide"] or allowed_unfrozen(user, DECIDE)
+    return can
+
+
 def inbox_list_context(request: HttpRequest, filters: InboxFilters) -> dict[str, Any]:
     cursor = QueryFilters(request.GET).cursor()  # a bad one: the first page (read() says so)
     agent_ids = visible_agent_ids(request.user, VIEW_TICKET)  # the user's teams only
@@ -155,8 +172,11 @@ def inbox_list_context(request: HttpRequest, filters: InboxFilters) -> dict[str,
         agent_ids=agent_ids,
     )
     requests = selectors.ticket_requests(page.items)  # one query for the page's tickets
+    # a frozen team's rows show the freeze (the run's agent is read with the ticket)
+    frozen = frozen_teams_among(request.user, [ticket.run.agent for ticket in page.items])
     for ticket in page.items:
         ticket.request_text = requests.get(ticket.pk, "")
+        ticket.frozen_team = frozen.get(ticket.run.agent.team_id)
     return {
         "tickets": page.items,
         "next_cursor": page.next_cursor,
@@ -170,7 +190,7 @@ def inbox_list_context(request: HttpRequest, filters: InboxFilters) -> dict[str,
             agent_ids=agent_ids,
         ),
         "filters": filters,
-        "can": capabilities(request.user),
+        "can": inbox_capabilities(request.user),
         "respond_only": RESPOND_ONLY,
         "now": timezone.now(),
         "deciders": deciders(),  # the assign select's options: read only if shown
@@ -201,6 +221,7 @@ def inbox_url(filters: InboxFilters) -> str:
     return f"{url}?{filters.query}" if filters.query else url
 
 
+@filter_page
 @require(VIEW, "view runs")
 def inbox(request: HttpRequest) -> HttpResponse:
     """400 with the page and what was wrong above the list for a bad filter."""
@@ -209,6 +230,7 @@ def inbox(request: HttpRequest) -> HttpResponse:
     return render(request, "runs/inbox.html", context, status=400 if errors else 200)
 
 
+@filter_page
 @require(VIEW, "view runs")
 def inbox_list(request: HttpRequest) -> HttpResponse:
     filters, errors = InboxFilters.read(request.GET)
@@ -216,9 +238,13 @@ def inbox_list(request: HttpRequest) -> HttpResponse:
     return render(request, "runs/partials/inbox_list.html", context, status=400 if errors else 200)
 
 
+def _raw_ids(request: HttpRequest) -> list[str]:
+    return request.POST.getlist("ticket")
+
+
 def _selected_ids(request: HttpRequest) -> list[uuid.UUID]:
     ids: list[uuid.UUID] = []
-    for raw in request.POST.getlist("ticket"):
+    for raw in _raw_ids(request):
         try:
             ident = uuid.UUID(raw.strip())
         except (ValueError, AttributeError):
@@ -228,43 +254,66 @@ def _selected_ids(request: HttpRequest) -> list[uuid.UUID]:
     return ids
 
 
-def _refusal(
-    request: HttpRequest, filters: InboxFilters, text: str, status: int = 400
-) -> HttpResponse:
-    if is_htmx(request):
-        context = {"level": "error", "text": text}
-        return render(request, "runs/partials/flash.html", context, status=status)
-    messages.error(request, text)
-    return redirect(inbox_url(filters))
-
-
-@require_POST
-@require(DECIDE, "decide tickets")
-def bulk_decide(request: HttpRequest) -> HttpResponse:
-    """First POST: a confirmation listing the selected tickets. POST with confirm=1: decide
-    each ticket in its own transaction; failures are reported, the rest go through."""
-    filters = InboxFilters.from_params(request.POST)
-    action = request.POST.get("action", "")
-    if action not in BULK_ACTIONS:
-        return _refusal(request, filters, "Choose approve or reject.")
-    ids = _selected_ids(request)
-    if not ids:
-        return _refusal(request, filters, "Select at least one ticket.")
-    if len(ids) > MAX_BULK:
-        return _refusal(request, filters, f"Decide at most {MAX_BULK} tickets at once.")
-    found = {  # another team's tickets are as unknown ones ("no such ticket")
+def _found(request: HttpRequest, ids: list[uuid.UUID]) -> dict[uuid.UUID, Ticket]:
+    return {  # another team's tickets are as unknown ones ("no such ticket")
         ticket.pk: ticket
         for ticket in Ticket.objects.filter(pk__in=ids).select_related("run__agent", "tool_call")
         if may_see(request.user, ticket.run)
     }
+
+
+def bulk_error(request: HttpRequest, error: FormError) -> HttpResponse:
+    """The error inside the form that was sent, the selection and the reason kept: the
+    confirmation's form (htmx: swapped into #inbox-confirm) or the list's bulk form
+    (htmx: the list, swapped into #inbox-list); without JavaScript, the inbox page."""
+    filters = InboxFilters.from_params(request.POST)  # a NUL in one: left out
+    action = request.POST.get("action", "")
+    confirm = None
+    if request.POST.get("confirm") == "1" and action in BULK_ACTIONS:
+        ids = _selected_ids(request)
+        confirm = _confirm_context(action, ids, _found(request, ids[:MAX_BULK]))
+    kept = {"selected": [raw.replace(NUL, SHOWN_NUL) for raw in _raw_ids(request)]}
+    if is_htmx(request) and confirm is not None:
+        context = {"confirm": confirm, "filters": filters, **kept}
+        response = render_form_error(request, "runs/partials/inbox_confirm.html", context, error)
+        target = "#inbox-confirm"
+    elif is_htmx(request):
+        context = {**inbox_list_context(request, filters), **kept}
+        response = render_form_error(request, "runs/partials/inbox_list.html", context, error)
+        target = "#inbox-list"
+    else:
+        context = {**_page_context(request, filters), "confirm": confirm, **kept}
+        return render_form_error(request, "runs/inbox.html", context, error)
+    response["HX-Retarget"] = target
+    response["HX-Reswap"] = "innerHTML"
+    return response
+
+
+@require_POST
+@page_action(bulk_error)
+@require(DECIDE, "decide tickets")
+def bulk_decide(request: HttpRequest) -> HttpResponse:
+    """First POST: a confirmation listing the selected tickets. POST with confirm=1: decide
+    each ticket in its own transaction; failures are reported, the rest go through. What
+    is refused (no action, no selection, a frozen team's ticket: 409 team_frozen) is said
+    inside the form that was sent (`bulk_error`)."""
+    filters = InboxFilters.from_params(request.POST)
+    action = request.POST.get("action", "")
+    if action not in BULK_ACTIONS:
+        raise InvalidInput("Choose approve or reject.", {"field": "action"})
+    ids = _selected_ids(request)
+    if not ids:
+        raise InvalidInput("Select at least one ticket.", {"field": "ticket"})
+    if len(ids) > MAX_BULK:
+        raise InvalidInput(f"Decide at most {MAX_BULK} tickets at once.", {"field": "ticket"})
+    found = _found(request, ids)
     if request.POST.get("confirm") != "1":
         return _confirmation(request, filters, action, ids, found)
 
     comment = request.POST.get("comment", "").strip()
-    try:  # the teams' guards; this form's own confirm step is the confirmation
-        bulk_guard(found.values(), action, comment, confirmed=True)
-    except ServiceError as exc:  # a frozen team: 409 team_frozen
-        return _refusal(request, filters, exc.message, exc.status)
+    # the teams' guards (a frozen team: 409 team_frozen); this form's own confirm step is
+    # the confirmation
+    bulk_guard(found.values(), action, comment, confirmed=True)
     result = BulkResult(action=action)
     for ident in ids:
         ticket = found.get(ident)
@@ -292,6 +341,23 @@ def bulk_decide(request: HttpRequest) -> HttpResponse:
     return redirect(inbox_url(filters))
 
 
+def _confirm_context(
+    action: str, ids: list[uuid.UUID], found: dict[uuid.UUID, Ticket]
+) -> dict[str, Any]:
+    pending = [
+        found[ident]
+        for ident in ids
+        if ident in found and found[ident].status == Ticket.Status.PENDING
+    ]
+    pending.sort(key=lambda ticket: (ticket.created_at, ticket.pk))
+    return {
+        "action": action,
+        "tickets": pending,
+        "gone": len(ids) - len(pending),
+        "respond_only": RESPOND_ONLY,
+    }
+
+
 def _confirmation(
     request: HttpRequest,
     filters: InboxFilters,
@@ -299,18 +365,7 @@ def _confirmation(
     ids: list[uuid.UUID],
     found: dict[uuid.UUID, Ticket],
 ) -> HttpResponse:
-    pending = [
-        found[ident]
-        for ident in ids
-        if ident in found and found[ident].status == Ticket.Status.PENDING
-    ]
-    pending.sort(key=lambda ticket: (ticket.created_at, ticket.pk))
-    confirm = {
-        "action": action,
-        "tickets": pending,
-        "gone": len(ids) - len(pending),
-        "respond_only": RESPOND_ONLY,
-    }
+    confirm = _confirm_context(action, ids, found)
     if is_htmx(request):
         context = {"confirm": confirm, "filters": filters}
         return render(request, "runs/partials/inbox_confirm.html", context)

@@ -60,7 +60,7 @@ def _bulk_confirm(request: HttpRequest, exc: ConfirmationRequired) -> dict[str, 
     return {
         **exc.details,
         "action": request.POST.get("action", ""),
-        "comment": request.POST.get("comment", "").strip()[:2000],
+        "comment": request.POST.get("comment", "").strip(),
         "tickets": request.POST.getlist("ticket"),
     }
 
@@ -89,7 +89,7 @@ def policy_decide(request: HttpRequest) -> HttpResponse:
         outcome = bulk_decide(
             request.POST.getlist("ticket"),
             action,
-            request.POST.get("comment", "").strip()[:2000],
+            request.POST.get("comment", "").strip(),
             actor_for(request),
             policy=policy,
             confirm=request.POST.get("confirm_bulk") == "1",

@@ -32,6 +32,7 @@ from runs.selectors.filters import (
 )
 from runs.selectors.waiting import LONGEST_WAITING
 from runs.views.control import input_modes, inputs_context
+from runs.views.forms import filter_page
 from runs.views.saved_views import saved_views_context
 
 RUN_SORTS = ("newest", LONGEST_WAITING)  # "" is newest first too
@@ -65,6 +66,7 @@ def run_filters(params: QueryDict) -> selectors.RunFilters:
     return read_run_filters(params)[0]
 
 
+@filter_page
 @require(VIEW, "view runs")
 def run_list(request: HttpRequest) -> HttpResponse:
     return run_list_response(request)
@@ -73,6 +75,13 @@ def run_list(request: HttpRequest) -> HttpResponse:
 def run_list_response(request: HttpRequest) -> HttpResponse:
     """The runs list; 400 with the list and what was wrong above it when a filter (or the
     page link) is bad (its CSV export answers the same for bad filters)."""
+    context = run_list_context(request)
+    status = 400 if context["filter_errors"] else 200
+    return render(request, "runs/run_list.html", context, status=status)
+
+
+def run_list_context(request: HttpRequest) -> dict[str, Any]:
+    """What the runs list shows for the filters of `request.GET`."""
     params = request.GET
     filters, problems = read_run_filters(params)
     read = QueryFilters(params)
@@ -84,36 +93,31 @@ def run_list_response(request: HttpRequest) -> HttpResponse:
     selectors.list_row_extras(page.items)  # what each row waits on, its children: one query
     query = params.copy()
     query.pop("cursor", None)
-    return render(
-        request,
-        "runs/run_list.html",
-        {
-            "nav": "runs",
-            "page": page,
-            "filters": filters,
-            "params": params,
-            "query": query.urlencode(),
-            "first_page": page.first,
-            "statuses": Run.Status.values,
-            "waiting_reasons": selectors.WAITING_REASONS,
-            "agents": agents,
-            "tools": tools,
-            "longest_waiting": LONGEST_WAITING,
-            **filter_errors_context(problems),
-            **saved_views_context(request, "runs"),
-            # set from the dashboard's health panel; kept when the form is resubmitted
-            "extra_filters": [
-                (name, value)
-                for name, value in [
-                    ("provider", params.get("provider", "")),
-                    ("endpoint", params.get("endpoint", "")),
-                    ("reason", params.get("reason", "")),
-                ]
-                if value
-            ],
-        },
-        status=400 if problems else 200,
-    )
+    return {
+        "nav": "runs",
+        "page": page,
+        "filters": filters,
+        "params": params,
+        "query": query.urlencode(),
+        "first_page": page.first,
+        "statuses": Run.Status.values,
+        "waiting_reasons": selectors.WAITING_REASONS,
+        "agents": agents,
+        "tools": tools,
+        "longest_waiting": LONGEST_WAITING,
+        **filter_errors_context(problems),
+        **saved_views_context(request, "runs"),
+        # set from the dashboard's health panel; kept when the form is resubmitted
+        "extra_filters": [
+            (name, value)
+            for name, value in [
+                ("provider", params.get("provider", "")),
+                ("endpoint", params.get("endpoint", "")),
+                ("reason", params.get("reason", "")),
+            ]
+            if value
+        ],
+    }
 
 
 @require(VIEW, "view runs")
@@ -122,6 +126,7 @@ def run_row(request: HttpRequest, run_id: Any) -> HttpResponse:
     return render(request, "runs/partials/run_row.html", {"run": run})
 
 
+@filter_page
 @require(VIEW, "view threads")
 def thread_list(request: HttpRequest) -> HttpResponse:
     read = QueryFilters(request.GET)

@@ -81,7 +81,7 @@
   function toggle() {
     const row = focusedRow();
     const box = row ? row.querySelector("input[type=checkbox][name=ticket]") : null;
-    if (box) { box.checked = !box.checked; }
+    if (box && !box.disabled) { box.checked = !box.checked; }  // a frozen team's: disabled
   }
 
   // --- messages -----------------------------------------------------------------------------
@@ -298,6 +298,10 @@
     }
     const row = focusedRow();
     if (!row) { return; }
+    if (row.dataset.frozen) {  // the team is frozen: said before anything is sent
+      say(row.dataset.frozen, true);
+      return;
+    }
     if (action === "approve" && row.hasAttribute("data-respond-only")) {
       say((row.dataset.tool || "This ticket") + " needs an answer: press e to answer it on the run page, or r to reject it.", true);
       return;

@@ -20,6 +20,7 @@ from runs.routing import websocket_urlpatterns
 from runs.services.events import run_summary
 from tests.factories import bearer
 
+from .routes import a2a_routes
 from .world import World, build_world
 
 BASE = "http://testserver"
@@ -96,10 +97,12 @@ def test_event_stream_of_another_teams_run_is_404(committed_world: World) -> Non
 # --- A2A --------------------------------------------------------------------------------
 
 
-def _a2a(method: str, path: str, token: str, body: Any = None) -> httpx.Response:
+def _a2a(method: str, path: str, token: str | None, body: Any = None) -> httpx.Response:
     async def call() -> httpx.Response:
         transport = httpx.ASGITransport(app=application)
-        headers = {"Authorization": f"Bearer {token}", VERSION_HEADER: "1.0"}
+        headers = {VERSION_HEADER: "1.0"}
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
         async with httpx.AsyncClient(transport=transport, base_url=BASE, headers=headers) as http:
             return await http.request(method, path, json=body)
 
@@ -210,6 +213,37 @@ def test_a2a_answers_another_teams_ids_as_unknown_ones(committed_world: World) -
             expected = (unknown_answer.status_code, _as_beta(unknown_answer.text, names))
             if seen != expected:
                 failures.append(f"{role} {method} {path} {body}: beta's {seen}, unknown {expected}")
+    assert not failures, "\n".join(failures)
+
+
+def test_a2a_answers_an_anonymous_caller_alike_for_any_agent_slug(
+    committed_world: World, settings: Any
+) -> None:
+    """With the cards not public, every A2A route naming an agent answers a caller without
+    a (valid) token the same for an agent that is served, another team's and an unknown
+    slug: nothing tells which agents exist."""
+    settings.AWAKEN_A2A_PUBLIC_CARDS = False
+    alpha, beta = committed_world["alpha"], committed_world["beta"]
+    unknown = beta.agent.slug.replace("beta", "zeta")
+    ids = {"{id}": UNKNOWN_RUN, "{push_id}": "push-1", "{tenant}": "tenant-1"}
+    failures = []
+    routes = [route for route in a2a_routes() if "{agent}" in route.pattern]
+    assert routes
+    for route in routes:
+        methods = route.key.split(" ", 1)[0].removeprefix("a2a:").split(",")
+        path = route.pattern
+        for name, value in ids.items():
+            path = path.replace(name, value)
+        body = _rpc_body("GetTask", {"id": UNKNOWN_RUN}) if path.endswith("/jsonrpc") else {}
+        for method in methods:
+            for token in (None, "awk_nope_nope"):
+                answers = {}
+                for slug in (alpha.agent.slug, beta.agent.slug, unknown):
+                    response = _a2a(method, path.replace("{agent}", slug), token, body)
+                    text = response.text.replace(slug, "<slug>")
+                    answers[slug] = (response.status_code, text)
+                if len(set(answers.values())) != 1:
+                    failures.append(f"{method} {route.pattern} token={token}: {answers}")
     assert not failures, "\n".join(failures)
 
 

@@ -20,6 +20,7 @@ from runs.models import PendingInput, ReplaySet, Run, SavedView, Schedule, Threa
 from runs.models.notifications import NotificationSubscription
 from runs.services.inputs import input_submit
 from runs.services.runs import run_start
+from tests.conftest import clear_process_caches
 from tests.factories import (
     APPROVAL,
     note_call,
@@ -177,6 +178,7 @@ def build_world() -> World:
 def shared_world(django_db_setup: None, django_db_blocker: Any) -> Iterator[World]:
     """Both teams' objects, committed once for the module; emptied after it the way a
     transactional test is (a flush), so later tests start from an empty database."""
+    clear_process_caches()  # set up before the first test's own clearing
     with django_db_blocker.unblock():
         built = build_world()
     yield built

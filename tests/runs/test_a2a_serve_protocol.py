@@ -119,7 +119,9 @@ def test_the_gates_refusals_are_google_rpc_status(settings: Any, operator_token:
     assert refused.headers["WWW-Authenticate"] == 'Bearer realm="a2a"'
     bad = call("GET", "/a2a/gated/tasks", "awk_nope_nope")
     assert_status(bad, 401, "UNAUTHENTICATED", "UNAUTHENTICATED")
-    missing = call("GET", "/a2a/nobody/tasks", operator_token)
+    # a call to an unknown agent counts against its token's rate as any other
+    prober = token_for(user_with_role("operator", "a2a-prober"))
+    missing = call("GET", "/a2a/nobody/tasks", prober)
     assert "nobody" in assert_status(missing, 404, "NOT_FOUND", "AGENT_NOT_FOUND")
     wrong_host = run(_from_host("http://evil.example", "/a2a/gated/tasks"))
     assert_status(wrong_host, 400, "INVALID_ARGUMENT", "INVALID_HOST")

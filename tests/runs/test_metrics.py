@@ -309,11 +309,14 @@ def test_the_worker_listener_serves_the_process_series_without_database_gauges()
         metrics.serve_worker_metrics("no-port")
 
 
-def test_a_redelivered_task_taking_a_dead_workers_run_counts_as_a_recovery():
+def test_a_redelivered_task_taking_a_dead_workers_run_counts_as_a_recovery(
+    django_capture_on_commit_callbacks,
+):
     run = run_start(agent=unique_agent([{"text": "hi"}]), messages="go")
     before = value("awaken_lease_recoveries_total", reason="redelivered")
     assert run_claim(run_id=run.pk, worker="dead") is not None
     expire_lease(run)
-    taken = run_claim(run_id=run.pk, worker="alive")
+    with django_capture_on_commit_callbacks(execute=True):  # counted once it commits
+        taken = run_claim(run_id=run.pk, worker="alive")
     assert taken is not None and taken.recoveries == 1
     assert value("awaken_lease_recoveries_total", reason="redelivered") == before + 1

@@ -153,6 +153,23 @@ def test_the_ticket_change_list_reads_no_run_and_orders_by_its_index(root_client
     assert len(queries) == len(change_list(root_client, reverse("admin:runs_ticket_changelist"))[1])
 
 
+def test_the_change_list_counts_in_one_statement_small_or_large(root_client: Client) -> None:
+    if connection.vendor != "postgresql":
+        pytest.skip("the estimate is PostgreSQL's")
+    for i in range(3):
+        waiting_run(f"note {i}")
+    url = reverse("admin:runs_ticket_changelist")
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE pg_class SET reltuples = 3 WHERE oid = 'runs_ticket'::regclass")
+    small_page, small = change_list(root_client, url)  # a small table: counted exactly
+    assert "3 tickets" in small_page
+    with connection.cursor() as cursor:  # as the planner sees a million (rolled back)
+        cursor.execute("UPDATE pg_class SET reltuples = 1e6 WHERE oid = 'runs_ticket'::regclass")
+    large_page, large = change_list(root_client, url)
+    assert "1000000 tickets" in large_page
+    assert len(small) == len(large), (small, large)
+
+
 def test_the_audit_change_list_offers_each_action_and_source(root_client: Client) -> None:
     for action, source in [("run.start", "api"), ("ticket.approve", "ui"), ("run.start", "cli")]:
         audit_record(

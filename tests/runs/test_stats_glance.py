@@ -264,7 +264,8 @@ def test_dashboard_draws_the_charts_with_axes_and_the_tables(
     assert "33 %" in html  # search's failure rate
     assert " style=" not in html.split('id="glance"')[1]
     default = viewer_client.get(reverse("runs:dashboard"), {"window": "<script>"})
-    assert default.status_code == 200 and "<script>" not in default.content.decode()
+    assert default.status_code == 400 and "<script>" not in default.content.decode()
+    assert "&lt;script&gt;" in default.content.decode()  # named, escaped, above the charts
 
 
 def test_the_glance_partial_refreshes_the_section_in_the_window_asked_for(
