@@ -14,7 +14,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.core.cache import cache
-from django.db.models import Sum
+from django.db.models import Min, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
@@ -66,10 +66,16 @@ Sums = tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]
 # The counters of an hour change while runs and tool calls finish in it (each counts in
 # the hour of the transaction that records it finished); an hour that ended more than
 # SETTLE ago no longer changes, so what the earlier hours of a window sum to is kept in
-# Django's cache for SETTLED_SECONDS (`manage.py rebuild_stats` shows in those hours once
-# that has passed).
+# Django's cache for SETTLED_SECONDS, under the counters' generation (`_generation`).
 SETTLE = dt.timedelta(minutes=5)
 SETTLED_SECONDS = 3600
+
+
+def _generation() -> int | None:
+    """Which set of counter rows the cached sums were read from: only `rebuild_stats`
+    deletes counter rows (and writes them anew, with new ids), so the smallest id changes
+    then and only then, in every process at once. One read of the primary key's index."""
+    return HourlyUsage.objects.aggregate(first=Min("id"))["first"]
 
 
 def _sums(
@@ -84,7 +90,7 @@ def _sums(
     daily: list[tuple[Any, ...]] = []
     if start < cut:
         teams = "all" if agent_ids is None else ",".join(map(str, sorted(agent_ids)))
-        scope = f"{stats.usage_generation()}|{start}|{cut}|{agent}|{teams}"
+        scope = f"{_generation()}|{start}|{cut}|{agent}|{teams}"
         key = "runs:usage:" + hashlib.sha256(scope.encode()).hexdigest()
         earlier = cache.get(key)
         if earlier is None:

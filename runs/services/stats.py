@@ -24,7 +24,6 @@ from collections.abc import Iterable
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
-from django.core.cache import cache
 from django.db import connection, transaction
 from django.db.models import Count, OuterRef
 from django.db.models.functions import TruncHour
@@ -365,19 +364,4 @@ def rebuild(apps: Any = None) -> int:
         ],
         batch_size=5000,
     )
-    transaction.on_commit(_new_usage_generation)
     return len(counts) + len(usage)
-
-
-# The usage sums of settled hours are cached per process (runs.selectors.usage) under
-# this generation; a rebuild starts a new one, so this process reads the new counters
-# at once (other processes once their cached sums expire, within the hour).
-USAGE_GENERATION_KEY = "runs:usage:generation"
-
-
-def usage_generation() -> int:
-    return int(cache.get_or_set(USAGE_GENERATION_KEY, 0, timeout=None) or 0)
-
-
-def _new_usage_generation() -> None:
-    cache.set(USAGE_GENERATION_KEY, usage_generation() + 1, timeout=None)

@@ -14,8 +14,10 @@ from agents.models import Agent
 from runs.models import Run, SavedView
 from runs.selectors import PAGE_SIZE
 from runs.selectors.filters import SEARCH_MAX_CHARS
-from tests.browser.helpers import login
-from tests.factories import AgentFactory, done_run, user_with_role
+from runs.services.runs import run_start
+from tests.browser.helpers import login, wait_status
+from tests.factories import AgentFactory, scripted_agent, user_with_role
+from tests.runs.helpers import drive
 
 PHONE = {"width": 390, "height": 844}
 
@@ -28,6 +30,14 @@ PAGE_WIDTH = """() => ({
 def assert_fits(page: Any, where: str) -> None:
     width = page.evaluate(PAGE_WIDTH)
     assert width["scroll"] <= width["client"], f"{where} scrolls sideways: {width}"
+
+
+def done_run(text: str) -> Run:
+    """A finished run that answered `text`: driven here, or by the server's worker when
+    it takes the run first (the distributed mode), waited for either way."""
+    run = run_start(agent=scripted_agent([{"text": text}]), messages="hello")
+    drive(run)
+    return wait_status(run.pk, "done")
 
 
 def row_ids(page: Any) -> list[str]:
