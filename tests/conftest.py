@@ -66,6 +66,18 @@ def _fresh_process_caches() -> None:
     clear_process_caches()
 
 
+@pytest.fixture
+def empty_broker() -> None:
+    """Empty the in-memory broker's queues before a test starts the embedded worker: every
+    run an earlier test of this process started left its task there (no worker ran it),
+    and a worker would first go through thousands of them."""
+    from celery import current_app
+
+    with current_app.connection_for_write() as conn:
+        for queue in current_app.amqp.queues:
+            conn.default_channel.queue_purge(queue)
+
+
 # --- users and logged-in clients ----------------------------------------------------------
 # `<who>_user` is a User (not logged in anywhere); `<who>_client` is Django's test client
 # logged in to the pages; `<who>_api` is a DRF APIClient sending an API token.

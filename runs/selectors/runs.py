@@ -268,13 +268,12 @@ def run_detail(
     messages_before: int | None = None,
     messages_from: int | None = None,
 ) -> RunDetail | None:
-    run = (
-        Run.objects.select_related(
-            "agent", "agent_version", "thread", "parent_run__agent", "retry_of"
-        )
-        .filter(pk=run_id)
-        .first()
-    )
+    # the primary key picks one row: no ORDER BY (first() would add one, and Django's
+    # compiler hashes each of the seven joined models' columns to order a select)
+    found = Run.objects.select_related(
+        "agent", "agent_version", "thread", "parent_run__agent", "retry_of"
+    ).filter(pk=run_id)
+    run = next(iter(found.order_by()[:1]), None)
     if run is None:
         return None
     header, tickets = "header" in sections, "tickets" in sections

@@ -52,6 +52,27 @@ def _tickets_of(tickets: QuerySet[Ticket], who: str, user: Any) -> QuerySet[Tick
     return tickets
 
 
+# What a listed pending ticket reads (the inbox rows, the API's TicketSerializer): the
+# ticket's own columns, and of its relations only these. A run's state, requests and
+# outputs, an agent's configuration and a call's arguments are large JSON documents that
+# no row shows: left unread, a page of 50 tickets is built several ms faster.
+LISTED_TICKET_FIELDS = (
+    *(field.name for field in Ticket._meta.concrete_fields),
+    "run__id",
+    "run__agent_id",
+    "run__parent_run_id",
+    "run__agent__id",
+    "run__agent__slug",
+    "run__agent__team_id",
+    "tool_call__id",
+    "tool_call__call_id",
+    "claimed_by__id",
+    "claimed_by__username",
+    "assigned_to__id",
+    "assigned_to__username",
+)
+
+
 def inbox_tickets(
     *,
     agent: str = "",
@@ -65,8 +86,10 @@ def inbox_tickets(
     agent_ids: list[int] | None = None,
 ) -> Page:
     """Pending tickets, oldest first (or newest first), over the (partial) inbox indexes."""
-    pending = Ticket.objects.for_operators().select_related(
-        "run__agent", "tool_call", "claimed_by", "assigned_to"
+    pending = (
+        Ticket.objects.for_operators()
+        .select_related("run__agent", "tool_call", "claimed_by", "assigned_to")
+        .only(*LISTED_TICKET_FIELDS)
     )
     tickets = _tickets_of(
         _tickets_for(pending, agent, tool, waiting_longer_than, agent_ids), who, user

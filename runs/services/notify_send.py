@@ -169,8 +169,10 @@ def slack_body(payload: dict[str, Any]) -> dict[str, Any]:
 # --- sending ------------------------------------------------------------------------------
 
 
-def _cut(connection: http.client.HTTPConnection) -> None:
-    """The attempt's deadline passed: shut its socket, so the read in progress ends."""
+def _cut(connection: http.client.HTTPConnection, cut: threading.Event) -> None:
+    """The attempt's deadline passed: shut its socket, so the read in progress ends
+    (`cut` set first: the sender may see the error before this thread has returned)."""
+    cut.set()
     sock = connection.sock
     if sock is not None:
         with contextlib.suppress(OSError):  # already closed
@@ -191,7 +193,8 @@ def post_json(url: str, body: bytes, headers: dict[str, str]) -> SendOutcome:
     connection = PinnedConnection(host, port, addresses, timeout, tls_context() if tls else None)
     # The socket's timeout bounds each read; this bounds the whole attempt (connect, send,
     # answer), so a receiver that trickles its answer cannot hold the sender longer.
-    deadline = threading.Timer(timeout, _cut, args=(connection,))
+    cut = threading.Event()
+    deadline = threading.Timer(timeout, _cut, args=(connection, cut))
     deadline.daemon = True
     deadline.start()
     try:
@@ -211,7 +214,7 @@ def post_json(url: str, body: bytes, headers: dict[str, str]) -> SendOutcome:
     except TimeoutError:
         return SendOutcome(error=f"timed out after {timeout:g}s")
     except (ssl.SSLError, http.client.HTTPException, OSError) as exc:
-        if not deadline.is_alive():  # cut at the deadline
+        if cut.is_set():  # cut at the deadline
             return SendOutcome(error=f"timed out after {timeout:g}s")
         return SendOutcome(error=f"{type(exc).__name__}: {exc}")
     finally:

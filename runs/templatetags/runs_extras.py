@@ -148,7 +148,12 @@ def _moment(value: Any) -> dt.datetime | None:
 
 def absolute_time(value: dt.datetime) -> str:
     """The absolute time as an operator reads it: the site's time zone, with its name."""
-    return timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S %Z").strip()
+    return _absolute(timezone.localtime(value))
+
+
+def _absolute(local: dt.datetime) -> str:
+    """absolute_time of a moment already in the site's time zone."""
+    return local.strftime("%Y-%m-%d %H:%M:%S %Z").strip()
 
 
 def short_age(delta: dt.timedelta) -> str:
@@ -166,7 +171,15 @@ def short_age(delta: dt.timedelta) -> str:
     return f"{days} d {hours} h" if hours else f"{days} d"
 
 
-def _time_text(moment: dt.datetime, style: str) -> str:
+def _time_text(moment: dt.datetime, style: str, local: dt.datetime, absolute: str) -> str:
+    """`moment` in `style`; `local` is it in the site's time zone, `absolute` its
+    absolute_time (a timeline renders hundreds: each is worked out once)."""
+    if style == "clock":
+        return local.strftime("%H:%M:%S.%f")[:12]
+    if style == "hms":
+        return local.strftime("%H:%M:%S")
+    if style not in ("ago", "age", "short", "until"):
+        return absolute
     now = timezone.now()
     if style == "ago":
         return f"{timesince(moment, now)} ago"
@@ -174,13 +187,7 @@ def _time_text(moment: dt.datetime, style: str) -> str:
         return timesince(moment, now)
     if style == "short":
         return short_age(now - moment)
-    if style == "until":
-        return f"in {timeuntil(moment, now)}" if moment > now else "overdue"
-    if style == "clock":
-        return timezone.localtime(moment).strftime("%H:%M:%S.%f")[:12]
-    if style == "hms":
-        return timezone.localtime(moment).strftime("%H:%M:%S")
-    return absolute_time(moment)
+    return f"in {timeuntil(moment, now)}" if moment > now else "overdue"
 
 
 @register.simple_tag
@@ -193,11 +200,13 @@ def when(value: Any, style: str = "at", empty: str = "–") -> str:
     moment = _moment(value)
     if moment is None:
         return format_html("{}", empty)
+    local = timezone.localtime(moment)
+    absolute = _absolute(local)
     return format_html(
         '<time datetime="{}" title="{}">{}</time>',
         moment.isoformat(),
-        absolute_time(moment),
-        _time_text(moment, style),
+        absolute,
+        _time_text(moment, style, local, absolute),
     )
 
 

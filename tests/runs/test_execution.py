@@ -367,6 +367,7 @@ def test_cancel_while_the_model_streams_ends_the_run_within_a_second(monkeypatch
 
 
 @pytest.mark.slow  # starts a Celery worker in this process
+@pytest.mark.usefixtures("empty_broker")
 @pytest.mark.django_db(transaction=True)
 def test_the_embedded_worker_runs_a_run_to_the_end():
     from runs.embedded import start_embedded_worker, stop_embedded_worker

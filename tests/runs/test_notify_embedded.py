@@ -32,6 +32,7 @@ def wait(predicate, seconds: float) -> bool:
 
 
 @pytest.mark.slow  # starts a Celery worker and the senders in this process
+@pytest.mark.usefixtures("empty_broker")
 @pytest.mark.django_db(transaction=True)
 def test_a_hanging_receiver_holds_one_embedded_sender_and_no_run(settings):
     from runs.embedded import start_embedded_worker, stop_embedded_worker

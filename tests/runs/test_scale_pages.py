@@ -257,3 +257,101 @@ def test_the_inbox_lists_fifty_tickets_a_page(root_client: Client) -> None:
     assert page.count('id="ticket-row-') == 50
     assert "cursor=" in page  # the next page holds the rest
     assert Ticket.objects.filter(status=Ticket.Status.PENDING).count() == 55
+
+
+def test_the_inbox_reads_no_run_state_agent_configuration_or_call_arguments(
+    root_client: Client,
+) -> None:
+    """A run's state and requests, its agent's prompt and rules, the tool call's arguments
+    are large JSON documents no inbox row shows (the ticket has its own arguments)."""
+    for i in range(3):
+        waiting_run(f"note {i}")
+    with CaptureQueriesContext(connection) as queries:
+        page = root_client.get(reverse("runs:inbox")).content.decode()
+    assert page.count('id="ticket-row-') == 3
+    rows = [q["sql"] for q in queries.captured_queries if 'FROM "runs_ticket" INNER' in q["sql"]]
+    listed = [sql for sql in rows if '"agents_agent"."slug"' in sql]  # the page's tickets
+    assert len(listed) == 1
+    for column in ('"runs_run"."state"', '"runs_run"."request"', '"agents_agent"."permission"'):
+        assert column not in listed[0]
+    assert '"runs_toolcall"."arguments"' not in listed[0]
+    assert '"runs_ticket"."arguments"' in listed[0]
+
+
+def test_the_run_page_reads_its_run_without_ordering(root_client: Client) -> None:
+    """One row by its primary key: no ORDER BY (Django's compiler works through each of
+    the seven joined models' columns to order a select)."""
+    run = done_run()
+    with CaptureQueriesContext(connection) as queries:
+        assert root_client.get(reverse("runs:run-detail", args=[run.pk])).status_code == 200
+    first = next(q["sql"] for q in queries.captured_queries if 'FROM "runs_run" INNER' in q["sql"])
+    assert "ORDER BY" not in first and "LIMIT 1" in first
+
+
+# An inbox row's who cell as runs/partials/ticket_who.html rendered it, included per row.
+TEMPLATE_WHO = (
+    '{% load runs_extras %}{% if claim %}<span class="badge" data-claim>{% if claim.mine %}'
+    "you are{% else %}{{ claim.by }} is{% endif %} on this, {{ claim.left }}</span>{% endif %}\n"
+    '{% if t.assigned_to_id %}<span class="small nowrap" data-assignee>assigned to '
+    "{% if t.assigned_to_id == user.pk %}you{% else %}{{ t.assigned_to.get_username }}{% endif %}"
+    '</span>{% elif not claim %}<span class="muted small">nobody</span>{% endif %}\n'
+    "{% if can.decide %}{% row_url 'runs:ticket-claim' t.pk as claim_url %}"
+    "{% row_url 'runs:ticket-release' t.pk as release_url %}"
+    "{% row_url 'runs:ticket-assign' t.pk as assign_url %}"
+    '<div class="small">\n'
+    '  {% if claim.mine %}<button type="submit" class="link" formaction="{{ release_url }}" '
+    'formmethod="post" hx-post="{{ release_url }}" hx-target="{{ target }}" hx-swap="innerHTML"'
+    "{% if t.frozen_team %} disabled{% endif %}>Release</button>\n"
+    '  {% elif not claim %}<button type="submit" class="link" formaction="{{ claim_url }}" '
+    'formmethod="post" hx-post="{{ claim_url }}" hx-target="{{ target }}" hx-swap="innerHTML"'
+    "{% if t.frozen_team %} disabled{% endif %}>Claim</button>{% endif %}\n"
+    '  <select name="assignee-{{ t.pk }}"{% if t.frozen_team %} disabled{% endif %} '
+    'aria-label="Assign {{ t.tool_name }} {{ t.pk|short_id }} to"><option value="">nobody'
+    '</option>{% for u in deciders %}<option value="{{ u.username }}"'
+    "{% if u.pk == t.assigned_to_id %} selected{% endif %}>{{ u.username }}</option>{% endfor %}"
+    "</select>\n"
+    '  <button type="submit" class="link" formaction="{{ assign_url }}" formmethod="post" '
+    'hx-post="{{ assign_url }}" hx-target="{{ target }}" hx-swap="innerHTML"'
+    "{% if t.frozen_team %} disabled{% endif %}>Assign</button>\n"
+    "</div>{% endif %}"
+)
+
+
+def _blank(html: str) -> str:
+    return re.sub(r">\s+<", "><", re.sub(r"\s+", " ", html)).strip()
+
+
+@pytest.mark.parametrize("claimed", ["", "me", "other"])
+@pytest.mark.parametrize("assigned", ["", "me", "other"])
+@pytest.mark.parametrize("frozen", [False, True])
+@pytest.mark.parametrize("decide", [True, False])
+def test_an_inbox_who_cell_is_what_the_who_template_rendered(
+    django_user_model: Any, claimed: str, assigned: str, frozen: bool, decide: bool
+) -> None:
+    from common.models import Team
+    from runs.services.claims import live_claim
+
+    me = django_user_model.objects.create_user("me<&>", is_superuser=True)
+    other = django_user_model.objects.create_user('o"ther', is_superuser=True)
+    ticket = Ticket.objects.get(run=waiting_run("x"))
+    people = {"me": me, "other": other}
+    if claimed:
+        ticket.claimed_by = people[claimed]
+        ticket.claimed_until = timezone.now() + dt.timedelta(minutes=3)
+    if assigned:
+        ticket.assigned_to = people[assigned]
+    ticket.tool_name = "<b>write</b>"
+    ticket.frozen_team = Team(name="Red") if frozen else None  # type: ignore[attr-defined]
+    claim = live_claim(ticket, me)
+    context = {
+        "t": ticket,
+        "claim": claim,
+        "user": me,
+        "can": {"decide": decide},
+        "deciders": [me, other],
+        "target": "#inbox-list",
+    }
+    tag = '{% load ticket_claims %}{% ticket_who t claim deciders can.decide "#inbox-list" %}'
+    new = Template(tag).render(Context(context))
+    assert _blank(new) == _blank(Template(TEMPLATE_WHO).render(Context(context)))
+    assert "me<&>" not in new and "<b>write" not in new  # escaped

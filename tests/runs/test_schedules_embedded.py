@@ -13,6 +13,7 @@ from tests.factories import scripted_agent
 
 
 @pytest.mark.slow  # starts a Celery worker and the tick in this process
+@pytest.mark.usefixtures("empty_broker")
 @pytest.mark.django_db(transaction=True)
 def test_the_embedded_tick_fires_a_one_second_interval_schedule():
     from runs.embedded import start_embedded_worker, stop_embedded_worker
