@@ -32,11 +32,26 @@ from google.protobuf.json_format import ParseDict
 JSONRPC, REST = "JSONRPC", "HTTP+JSON"
 # what the stock client raises: transport errors (a 401) and the errors the server answered
 REFUSED = (A2AClientError, A2AError)
+LEFTOVER_SECONDS = 5.0
 T = TypeVar("T")
 
 
 def run(coroutine: Coroutine[Any, Any, T]) -> T:
-    return asyncio.run(coroutine)
+    """Run `coroutine` on a loop of its own, then give what it left running (the fan-out
+    hub's receive tasks of the in-process app) LEFTOVER_SECONDS to end once cancelled:
+    `asyncio.run` waits for them without limit, and a channels_redis BRPOP cancelled
+    after a Redis restart can take minutes to give up."""
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(coroutine)
+    finally:
+        leftover = asyncio.all_tasks(loop)
+        for task in leftover:
+            task.cancel()
+        if leftover:
+            loop.run_until_complete(asyncio.wait(leftover, timeout=LEFTOVER_SECONDS))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
 
 
 def message(
