@@ -77,24 +77,11 @@ def input_submit(
         )
     _check_priority(priority)
     new_messages = normalize_input_messages(messages)
-    return _submit_atomic(agent, new_messages, thread, run, mode, priority, actor, idempotency_key)
+    return _submit(agent, new_messages, thread, run, mode, priority, actor, idempotency_key)
 
 
 @retry_lock_conflicts
 @transaction.atomic
-def _submit_atomic(
-    agent: Agent | None,
-    new_messages: list[rt.Message],
-    thread: Thread | None,
-    run: Run | None,
-    mode: str,
-    priority: int,
-    actor: Actor,
-    key: str,
-) -> InputOutcome:
-    return _submit(agent, new_messages, thread, run, mode, priority, actor, key)
-
-
 def _submit(
     agent: Agent | None,
     new_messages: list[rt.Message],
