@@ -114,12 +114,13 @@ class EmbeddedWorker:
             thread.join(timeout)
 
 
-def start_embedded_worker(concurrency: int = 4) -> EmbeddedWorker:
-    """Start the in-process worker and sweep (once per process)."""
+def start_embedded_worker(concurrency: int | None = None) -> EmbeddedWorker:
+    """Start the in-process worker and sweep (once per process): the same executor as a
+    distributed worker, AWAKEN_RUNS_IN_FLIGHT runs at once unless told otherwise."""
     global _running
     with _lock:
         if _running is None:
-            _running = EmbeddedWorker(concurrency)
+            _running = EmbeddedWorker(concurrency or settings.AWAKEN_RUNS_IN_FLIGHT)
             _running.start()
             logger.info("embedded worker started (broker %s)", settings.CELERY_BROKER_URL)
         return _running

@@ -47,6 +47,7 @@ from runs.services.inbox import (
 from runs.services.locks import retry_lock_conflicts
 from runs.services.notifications import notify_run_finished, notify_tickets
 from runs.services.replay_flow import replay_run_ended, replay_tickets_decide
+from runs.sql import release_connection
 
 
 def _ts(value: dt.datetime | None) -> int | None:
@@ -211,6 +212,7 @@ class OrmCheckpointStore:
             held = held.filter(attempt=self.attempt)
         with self.trace.checkpoint():
             delivered = self._commit(checkpoint, events, fields, held, now)
+        release_connection()  # nothing is held while the run waits on its model next
         if self.timer is not None:  # committed: the finished calls' durations are written
             for state in checkpoint.tool_calls:
                 if state.status in (rt.ToolCallStatus.SUCCEEDED, rt.ToolCallStatus.FAILED):

@@ -124,13 +124,15 @@ def database_url(db: dict[str, object]) -> str:
 
 
 def service_command(
-    kind: str, *, name: str = "", port: int = 0, concurrency: int = 4
+    kind: str, *, name: str = "", port: int = 0, concurrency: int = 4, pool: str | None = None
 ) -> tuple[list[str], str]:
-    """The command line of a `worker` (runs: the default queue), `notify` (the
-    notifications queue, a threads pool: the Procfile's), `daphne` or `serve` process and
-    the log line that says it is ready."""
+    """The command line of a `worker` (runs: the default queue; the product's executor,
+    a threads pool, unless `pool` says prefork), `notify` (the notifications queue, a
+    threads pool: the Procfile's), `daphne` or `serve` process and the log line that says
+    it is ready."""
     if kind in ("worker", "notify"):
-        pool, queue = ("prefork", "celery") if kind == "worker" else ("threads", "notifications")
+        queue = "celery" if kind == "worker" else "notifications"
+        pool = pool or "threads"
         args = [
             sys.executable,
             "-m",

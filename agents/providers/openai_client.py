@@ -3,31 +3,33 @@
 Talks to the server through the official `openai` SDK (streaming, with the SDK's bounded
 retries and backoff for rate limits, 5xx and connection failures) and translates its
 stream into the runtime's chunks. Every failure becomes a `ModelError` whose message
-carries the provider's own words; cancellation ends the stream within a fraction of a
-second, even while the server is silent:
+carries the provider's own words.
 
-- while the request is being sent (connecting, waiting for headers, SDK retry backoff)
-  the SDK call runs in a helper thread and the caller polls the cancellation token;
-- while the body streams, a watcher thread polls the token and, when it fires, shuts the
-  connection's socket down and closes the response, so the blocked read returns at once.
-
+The call is awaited with the SDK's async client on the process's one event loop
+(runs.runtime.aio): a run waiting on its model holds a coroutine and a socket, not a
+thread of its own, and the process's calls share one connection pool. Cancelling the
+run cancels the awaited call at once, wherever it is (connecting, waiting for headers, a
+retry's backoff, streaming), and closes its connection, so the provider stops too.
 A cancelled stream just ends (no error): the loop checks cancellation itself.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import logging
-import socket
+import os
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
 import openai
 
+from runs.runtime import aio
 from runs.runtime.netguard import AddressPolicy, AddressRefusedError
 from runs.runtime.ports import (
     CancellationToken,
@@ -42,11 +44,10 @@ from runs.runtime.ports import (
 )
 from runs.runtime.types import Message, Role, TokenUsage, ToolDescriptor
 
-from .guarded_http import guarded_http_client
+from .guarded_http import guarded_async_http_client, guarded_http_client
 
 logger = logging.getLogger(__name__)
 
-CANCEL_POLL_SECONDS = 0.05
 NO_API_KEY = "not-needed"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 ALLOW_PRIVATE_HINT = (
@@ -269,114 +270,20 @@ class StreamTranslator:
         return [UsageChunk(self.usage)] if self.usage is not None else []
 
 
-# --- cancellation -------------------------------------------------------------------------
+# --- the shared async clients -----------------------------------------------------------------
+
+_shared_lock = threading.Lock()
+_shared_clients: dict[tuple[Any, ...], Any] = {}
 
 
-def _shutdown_socket(response: Any) -> bool:
-    """Shut the response's socket down so a read blocked on it returns now (closing the
-    socket alone does not wake a blocked read on Linux)."""
-    extensions = getattr(response, "extensions", None) or {}
-    network_stream = extensions.get("network_stream")
-    get_extra_info = getattr(network_stream, "get_extra_info", None)
-    if get_extra_info is None:
-        return False
-    try:
-        sock = get_extra_info("socket")
-        if isinstance(sock, socket.socket):
-            sock.shutdown(socket.SHUT_RDWR)
-            return True
-    except OSError:
-        return True  # already closed or shut down: nothing is blocked on it
-    except Exception:  # pragma: no cover - a transport we do not know
-        logger.debug("could not shut down the provider socket", exc_info=True)
-    return False
-
-
-def _close_quietly(stream: Any) -> None:
-    try:
-        stream.close()
-    except Exception:
-        logger.debug("closing the provider stream failed", exc_info=True)
-
-
-class _CancelWatcher:
-    """Polls the token while the body streams; when it fires, breaks the connection.
-
-    `stop()` returns only once the watcher can no longer touch the connection, so a
-    connection handed back to the pool is never shut down by a late watcher."""
-
-    def __init__(self, stream: Any, cancel: CancellationToken) -> None:
-        self._stream = stream
-        self._cancel = cancel
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self.fired = False
-        self._thread = threading.Thread(target=self._run, name="openai-cancel-watch", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(CANCEL_POLL_SECONDS):
-            if not self._cancel.is_cancelled():
-                continue
-            with self._lock:
-                if self._stop.is_set():
-                    return
-                self.fired = True
-                response = getattr(self._stream, "response", None)
-                if not _shutdown_socket(response):
-                    _close_quietly(self._stream)  # best effort for other transports
-            return
-
-    def stop(self) -> None:
-        with self._lock:
-            self._stop.set()
-
-
-class _Opener:
-    """Runs the SDK call that sends the request (and retries) in a helper thread, so the
-    caller can give up on cancellation; a stream that arrives after that is closed."""
-
-    def __init__(self, call: Any) -> None:
-        self._call = call
-        self._lock = threading.Lock()
-        self._done = threading.Event()
-        self._abandoned = False
-        self.result: Any = None
-        self.error: BaseException | None = None
-
-    def _run(self) -> None:
-        result: Any = None
-        error: BaseException | None = None
-        try:
-            result = self._call()
-        except BaseException as exc:  # handed to the caller's thread
-            error = exc
-        with self._lock:
-            self.result, self.error = result, error
-            abandoned = self._abandoned
-            self._done.set()
-        if abandoned and result is not None:
-            _close_quietly(result)
-
-    def open(self, cancel: CancellationToken) -> Any:
-        """The stream, or None if cancelled first. Raises what the SDK raised."""
-        thread = threading.Thread(target=self._run, name="openai-request", daemon=True)
-        thread.start()
-        while not self._done.wait(CANCEL_POLL_SECONDS):
-            if cancel.is_cancelled():
-                with self._lock:
-                    if not self._done.is_set():
-                        self._abandoned = True
-                        return None
-                break
-        if self.error is not None:
-            raise self.error
-        if cancel.is_cancelled():
-            _close_quietly(self.result)
-            return None
-        return self.result
+def _shared(key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
+    """One per process and key (a forked child makes its own)."""
+    key = (os.getpid(), *key)
+    with _shared_lock:
+        client = _shared_clients.get(key)
+        if client is None:
+            client = _shared_clients[key] = make()
+        return client
 
 
 # --- the client -----------------------------------------------------------------------------
@@ -409,21 +316,43 @@ class OpenAIChatClient:
         self._on_outcome = on_outcome
         self.address_policy = address_policy or AddressPolicy()
         timeout_config = openai.Timeout(self.timeout, connect=min(self.timeout, 10.0))
-        self._client = openai.OpenAI(
-            base_url=self.base_url,
-            api_key=api_key or NO_API_KEY,
-            timeout=timeout_config,
-            max_retries=max_retries,
-            default_headers=self.extra_headers or None,
-            http_client=guarded_http_client(self.address_policy, timeout_config),
+        options: dict[str, Any] = {
+            "base_url": self.base_url,
+            "api_key": api_key or NO_API_KEY,
+            "timeout": timeout_config,
+            "max_retries": max_retries,
+            "default_headers": self.extra_headers or None,
+        }
+        # the calls a run waits on, awaited on the process's loop (runs.runtime.aio): one
+        # SDK client per configuration and one connection pool per address policy and
+        # timeout in the process, so keep-alive connections serve the next run
+        http = _shared(
+            ("http", self.address_policy, self.timeout),
+            lambda: guarded_async_http_client(self.address_policy, timeout_config),
         )
+        headers = tuple(sorted(self.extra_headers.items()))
+        self._async_client = _shared(
+            ("sdk", self.base_url, self._secret, max_retries, self.timeout, headers, http),
+            lambda: openai.AsyncOpenAI(**options, http_client=http),
+        )
+        self._sync_options = {**options, "http_client_timeout": timeout_config}
 
     def __repr__(self) -> str:
         return f"OpenAIChatClient(model={self.upstream_model!r}, base_url={self.base_url!r})"
 
+    @functools.cached_property
+    def _client(self) -> openai.OpenAI:
+        """The blocking client of the admin's checks (list_models), made when first used."""
+        options = dict(self._sync_options)
+        timeout = options.pop("http_client_timeout")
+        return openai.OpenAI(
+            **options, http_client=guarded_http_client(self.address_policy, timeout)
+        )
+
     def close(self) -> None:
-        """Release the connection pool (optional: it is also released when collected)."""
-        self._client.close()
+        """Release the blocking client's connections (the async pool is the process's)."""
+        if "_client" in self.__dict__:
+            self._client.close()
 
     def request_params(self, request: InferenceRequest) -> dict[str, Any]:
         params: dict[str, Any] = {
@@ -499,43 +428,39 @@ class OpenAIChatClient:
     def _stream(self, params: dict[str, Any], cancel: CancellationToken) -> Iterator[StreamChunk]:
         if cancel.is_cancelled():
             return
-        try:
-            sdk_stream = _Opener(lambda: self._create(params)).open(cancel)
-        except Exception as exc:
-            raise self._model_error(exc, opening=True) from exc
-        if sdk_stream is None:
-            return
-        watcher = _CancelWatcher(sdk_stream, cancel)
-        watcher.start()
         translator = StreamTranslator()
         try:
-            events = iter(sdk_stream)
-            while True:
-                if cancel.is_cancelled():
-                    return
-                try:
-                    event = next(events)
-                except StopIteration:
-                    break
-                except Exception as exc:
-                    if watcher.fired or cancel.is_cancelled():
-                        return
-                    raise self._model_error(exc, opening=False) from exc
+            for event in aio.iterate(lambda: self._events(params), cancel):
                 try:
                     chunks = translator.feed(event)
                 except Exception as exc:
                     raise ModelError(f"malformed stream data from provider: {exc}") from exc
                 yield from chunks
-            if cancel.is_cancelled():
-                return
-            yield from translator.finish()
-        finally:
-            watcher.stop()
-            _close_quietly(sdk_stream)
+        except ModelError:
+            raise
+        except Exception as exc:
+            raise self._model_error(exc, opening=False) from exc
+        if cancel.is_cancelled():
+            return
+        yield from translator.finish()
 
-    def _create(self, params: dict[str, Any]) -> Any:
-        self.vet_address()  # in the opener's thread: a slow resolver does not block cancel
-        return self._client.chat.completions.create(**params)
+    async def _events(self, params: dict[str, Any]) -> AsyncIterator[Any]:
+        """The SDK's stream events, on the process's loop. Cancelling the task (the run's
+        cancellation) closes the connection wherever the call is: connecting, waiting
+        for headers, in a retry's backoff or streaming the body."""
+        # a slow resolver must not stall the loop every call in flight shares
+        await asyncio.to_thread(self.vet_address)
+        try:
+            stream = await self._async_client.chat.completions.create(**params)
+        except Exception as exc:
+            raise self._model_error(exc, opening=True) from exc
+        try:
+            async for event in stream:
+                yield event
+        except Exception as exc:
+            raise self._model_error(exc, opening=False) from exc
+        finally:
+            await stream.close()
 
     def _model_error(self, exc: Exception, *, opening: bool) -> ModelError:
         if isinstance(exc, ModelError):

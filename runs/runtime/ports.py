@@ -5,6 +5,7 @@ in-memory fakes in `runs.runtime.testing`."""
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -22,6 +23,8 @@ from .types import (
     ToolDescriptor,
     ToolResult,
 )
+
+logger = logging.getLogger(__name__)
 
 # --- Events ------------------------------------------------------------------------------------
 
@@ -128,9 +131,35 @@ class CancellationToken:
         self._poll_interval = poll_interval
         self._last_poll = 0.0
         self._lock = threading.Lock()
+        self._callbacks: list[Callable[[], object]] = []
 
     def cancel(self) -> None:
-        self._event.set()
+        with self._lock:
+            if self._event.is_set():
+                return
+            self._event.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:  # one listener must not keep the others from hearing
+                logger.warning("a cancellation callback failed", exc_info=True)
+
+    def on_cancel(self, callback: Callable[[], object]) -> Callable[[], None]:
+        """Call `callback` when the token is cancelled (now, if it is already): how an
+        awaited call is told at once instead of noticing at its next poll. Returns a
+        function that takes the callback back."""
+        with self._lock:
+            if not self._event.is_set():
+                self._callbacks.append(callback)
+                return lambda: self._forget(callback)
+        callback()
+        return lambda: None
+
+    def _forget(self, callback: Callable[[], object]) -> None:
+        with self._lock:
+            if callback in self._callbacks:
+                self._callbacks.remove(callback)
 
     def polled(self, fired: bool) -> None:
         """The caller just read the outside source itself: take its answer, and poll again
@@ -138,7 +167,7 @@ class CancellationToken:
         with self._lock:
             self._last_poll = time.monotonic()
         if fired:
-            self._event.set()
+            self.cancel()
 
     def is_cancelled(self) -> bool:
         if self._event.is_set():
@@ -155,7 +184,7 @@ class CancellationToken:
         except Exception:  # a failing poll must not crash the loop; try again later
             return False
         if fired:
-            self._event.set()
+            self.cancel()
         return fired
 
     def wait(self, seconds: float) -> bool:

@@ -24,7 +24,7 @@ from agents.pricing import price_snapshot
 from agents.resolver import VersionResolver
 from agents.selectors import agent_version_by_id, agent_version_current
 from agents.services.endpoints import endpoint_backend_for_spec
-from common.errors import InvalidInput, ServiceError
+from common.errors import ServiceError
 from runs import metrics, tracing
 from runs.message_rows import message_to_row
 from runs.models import (
@@ -58,6 +58,7 @@ from runs.runtime.ports import (
 from runs.services import stats
 from runs.services.background import background_sweep
 from runs.services.creation import normalize_input_messages
+from runs.services.deadlines import tickets_expire, tickets_warn
 from runs.services.delivery import thread_deliver_next, thread_start_next
 from runs.services.dispatch import run_dispatch
 from runs.services.events import (
@@ -78,13 +79,13 @@ from runs.services.leases import (
     worker_identity,
 )
 from runs.services.locks import lock_thread_of, retry_lock_conflicts
-from runs.services.notifications import notify_run, notify_ticket
+from runs.services.notifications import notify_run
 from runs.services.remote import abort_remote_on_commit
 from runs.services.replay_flow import REPLAY_MODE, replay_run_ended, replays_repair
 from runs.services.replay_tools import replay_tool_wrapper
 from runs.services.runs import run_request_cancel_flag
 from runs.services.tickets import decision_submit, tickets_close_open
-from runs.sql import update_returning
+from runs.sql import release_connection, update_returning
 from runs.store import (
     OrmCheckpointStore,
     OrmLiveSink,
@@ -97,10 +98,12 @@ logger = logging.getLogger(__name__)
 
 
 def _cancel_token(run: Run, parent: CancellationToken | None = None) -> CancellationToken:
-    def poll() -> bool:
-        return (parent is not None and parent.is_cancelled()) or run_request_cancel_flag(run.pk)
-
-    return CancellationToken(poll=poll, poll_interval=0.25)
+    """The segment's cancellation: fired by the process's watch (`renewer`, which asks
+    for every run the process holds in one query) or with the parent's."""
+    token = CancellationToken()
+    if parent is not None:
+        parent.on_cancel(token.cancel)
+    return token
 
 
 class Segment:
@@ -112,8 +115,13 @@ class Segment:
         self.run = run
         self.trace = tracing.activation_start(run)  # its spans (docs/tracing.md)
         self.token = _cancel_token(run)
-        if just_claimed:  # the row was read in this transaction: no need to ask again yet
-            self.token.polled(run.cancel_requested_at is not None)
+        # asked once here (the claim's transaction read the row already); later, the
+        # process's watch tells
+        cancel_requested = (
+            run.cancel_requested_at is not None if just_claimed else run_request_cancel_flag(run.pk)
+        )
+        if cancel_requested:
+            self.token.cancel()
         resolver = VersionResolver(
             {run.agent.slug: run.agent_version},
             delegate_runner=_delegate_runner(run, run.attempt, worker),
@@ -170,6 +178,7 @@ def run_advance(*, run_id: Any, worker: str | None = None) -> str:
     """The body of the `advance_run` task. Returns what happened, for logs and tests."""
     worker = worker or worker_identity()
     claimed = _claim(run_id, worker)
+    release_connection()  # the segment takes one only for its checkpoints
     if claimed is None:
         return "skipped"
     run, segment, failure = claimed
@@ -517,84 +526,3 @@ def inputs_start_lost() -> int:
         with transaction.atomic():
             started += thread_start_next(thread_id) is not None
     return started
-
-
-def tickets_expire(*, now: dt.datetime) -> int:
-    """Apply each overdue ticket's default action as a decision by the system."""
-    expired = 0
-    overdue = Ticket.objects.filter(status=Ticket.Status.PENDING, deadline_at__lt=now)
-    for ticket in overdue.select_related("tool_call")[:500]:
-        action, payload, why_not = expiry_decision(ticket)
-        comment = f"no decision by the deadline ({ticket.deadline_at:%Y-%m-%d %H:%M:%S %Z})"
-        try:
-            try:
-                decision_submit(
-                    ticket=ticket,
-                    action=action,
-                    payload=payload,
-                    comment=f"{comment}; {why_not}" if why_not else comment,
-                )
-            except InvalidInput as exc:  # the configured answer cannot be given
-                if action != "respond":
-                    raise
-                decision_submit(
-                    ticket=ticket,
-                    action="reject",
-                    comment=f"{comment}; the default answer could not be given ({exc.message}), "
-                    "so it is rejected",
-                )
-            expired += 1
-        except ServiceError:
-            logger.info("ticket %s was decided just before its deadline", ticket.pk)
-    return expired
-
-
-def tickets_warn(*, now: dt.datetime) -> int:
-    """Warn (notification ticket.deadline_near) about each pending ticket whose warning
-    time came and whose deadline has not passed; returns how many were warned."""
-    due = Ticket.objects.filter(
-        status=Ticket.Status.PENDING, warned_at__isnull=True, warn_at__lte=now, deadline_at__gt=now
-    ).order_by("warn_at")
-    return sum(ticket_warn(ticket, now) for ticket in due.select_related("run")[:500])
-
-
-@transaction.atomic
-def ticket_warn(ticket: Ticket, now: dt.datetime) -> bool:
-    """Mark one ticket warned with a guarded update and queue its warning in the same
-    transaction: of two sweeps that read it at once, only the one whose update wins
-    queues it, and a ticket decided meanwhile gets none. False: nothing to do."""
-    won = Ticket.objects.filter(
-        pk=ticket.pk, status=Ticket.Status.PENDING, warned_at__isnull=True
-    ).update(warned_at=now)
-    if not won:
-        return False
-    ticket.warned_at = now
-    notify_ticket(ticket, NotificationEvent.TICKET_DEADLINE_NEAR)
-    return True
-
-
-def expiry_decision(ticket: Ticket) -> tuple[str, Any, str]:
-    """(action, payload, why the default action was not taken) for an overdue ticket: its
-    default action, or reject when that action does not fit what the ticket waits for."""
-    action = ticket.default_action
-    waits_for_answer = ticket.resume_mode == rt.ToolCallResumeMode.USE_DECISION_AS_TOOL_RESULT
-    if action == "approve" and waits_for_answer:
-        return "reject", None, "the call waits for an answer, so it is rejected, not approved"
-    if action != "respond":
-        return action, None, ""
-    if ticket.default_payload is None:
-        return "reject", None, "no default answer is configured, so it is rejected"
-    if ticket.child_run_id:
-        return (
-            "reject",
-            None,
-            f"it waits for child run {ticket.child_run_id}, whose answer the default answer "
-            "must not replace, so it is rejected",
-        )
-    if ticket.resume_mode == rt.ToolCallResumeMode.PASS_DECISION_TO_TOOL:
-        return (
-            "reject",
-            None,
-            "the tool takes an approval or a rejection, not an answer, so it is rejected",
-        )
-    return "respond", ticket.default_payload, "the default answer is given"

@@ -14,7 +14,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -178,22 +178,27 @@ class _Lease:
     attempt: int
     token: CancellationToken
     renewed: float  # time.monotonic() of the claim or the last renewal
-    # held while renewing; `released` under it: no renewal lands after the segment let go
-    # (it would put a lease back on a run its release just freed)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    released: bool = False
+    released: bool = False  # set under the watch's round lock: no renewal lands after it
+
+
+# How often the process's watch asks whether a run it holds was cancelled.
+CANCEL_POLL_SECONDS = 0.25
 
 
 class LeaseRenewer:
-    """One thread per process renews the lease of every segment the process runs, each
-    a third of the lease after its claim or last renewal, and cancels a segment whose
-    run another worker took. A segment shorter than that costs no renewal and no thread
-    of its own."""
+    """The process's one watch over every run segment it holds, however many: each
+    round (every CANCEL_POLL_SECONDS) one query finds the held runs someone asked to
+    cancel and cancels their tokens (which cancels what they await at once), and one
+    UPDATE renews the leases due (a third of the lease after the claim or the last
+    renewal); a segment whose run another worker took is cancelled. A segment shorter
+    than a third of the lease costs no renewal."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the held map
+        self._round = threading.Lock()  # a round's writes; releases wait for it
         self._held: dict[int, _Lease] = {}
         self._pid = 0
+        self._wake = threading.Event()
 
     @contextlib.contextmanager
     def hold(self, run_id: Any, attempt: int, token: CancellationToken) -> Iterator[None]:
@@ -203,46 +208,62 @@ class LeaseRenewer:
                 self._pid = os.getpid()
                 threading.Thread(target=self._loop, daemon=True, name="lease-renewer").start()
             self._held[id(lease)] = lease
+        self._wake.set()
         try:
             yield
         finally:
             with self._lock:
                 self._held.pop(id(lease), None)
-            with lease.lock:  # waits for a renewal in flight
+            with self._round:  # waits for a renewal in flight
                 lease.released = True
 
     def _loop(self) -> None:
         while True:
-            interval = max(settings.AWAKEN_LEASE_SECONDS / 3, 0.2)
-            time.sleep(interval / 4)
-            now = time.monotonic()
+            if not self._held:
+                self._wake.wait(1.0)
+                self._wake.clear()
+            time.sleep(CANCEL_POLL_SECONDS)
             with self._lock:
-                due = [lease for lease in self._held.values() if now - lease.renewed >= interval]
-            if due:
-                try:
-                    self._renew(due, now)
-                except Exception:
-                    logger.exception("lease renewal failed")
-                finally:
-                    connection.close()  # back to the pool between rounds
+                held = list(self._held.values())
+            if not held:
+                continue
+            try:
+                with self._round:
+                    self._watch(held, time.monotonic())
+            except (OperationalError, InterfaceError):
+                # the database is away: try again next round; the lease (three renewals
+                # long) outlives a short outage
+                logger.warning("lease renewal failed", exc_info=True)
+            except Exception:
+                logger.exception("lease renewal failed")
+            finally:
+                connection.close()  # back to the pool between rounds
 
-    def _renew(self, due: list[_Lease], now: float) -> None:
+    def _watch(self, held: list[_Lease], now: float) -> None:
+        live = [lease for lease in held if not lease.released]
+        by_run = {str(lease.run_id): lease for lease in live}
+        cancelled = Run.objects.filter(
+            pk__in=[lease.run_id for lease in live], cancel_requested_at__isnull=False
+        ).values_list("pk", flat=True)
+        for run_id in cancelled:
+            by_run[str(run_id)].token.cancel()
+        interval = max(settings.AWAKEN_LEASE_SECONDS / 3, 0.2)
+        due = [lease for lease in live if now - lease.renewed >= interval]
+        if not due:
+            return
+        owned = Q()
         for lease in due:
-            with lease.lock:
-                if lease.released:
-                    continue
-                try:
-                    renewed = Run.objects.filter(pk=lease.run_id, attempt=lease.attempt).update(
-                        lease_expires_at=_lease_until()
-                    )
-                except (OperationalError, InterfaceError):
-                    # the database is away: try again next round; the lease (three
-                    # renewals long) outlives a short outage
-                    logger.warning("lease renewal failed for run %s", lease.run_id, exc_info=True)
-                    return
-            if renewed:
-                lease.renewed = now
-            else:  # another worker holds the run now: stop this segment
+            owned |= Q(pk=lease.run_id, attempt=lease.attempt)
+        renewed = Run.objects.filter(owned).update(lease_expires_at=_lease_until())
+        for lease in due:
+            lease.renewed = now
+        if renewed == len(due):
+            return
+        rows = Run.objects.filter(pk__in=[lease.run_id for lease in due])
+        current = {str(pk): attempt for pk, attempt in rows.values_list("pk", "attempt")}
+        for lease in due:
+            if current.get(str(lease.run_id)) != lease.attempt:
+                # another worker holds the run now: stop this segment
                 lease.token.cancel()
                 with self._lock:
                     self._held.pop(id(lease), None)

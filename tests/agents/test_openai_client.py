@@ -14,7 +14,6 @@ import pytest
 
 from agents.providers import ProviderConfigError, client_for, model_snapshot
 from agents.providers.openai_client import (
-    CANCEL_POLL_SECONDS,
     OpenAIChatClient,
     StreamTranslator,
 )
@@ -434,21 +433,45 @@ def test_stalled_stream_times_out(server: FakeOpenAIServer) -> None:
 def test_cancel_ends_a_stalled_stream_quickly(server: FakeOpenAIServer) -> None:
     server.script(stall_reply("Hel", seconds=10))
     cancel = CancellationToken()
-    timer = threading.Timer(0.3, cancel.cancel)
+    stream = make_client(server, timeout=30).stream(simple_request(), cancel)
+    chunks = [next(stream)]  # the server is silent after this one
+    threading.Timer(0.3, cancel.cancel).start()
     started = time.monotonic()
-    timer.start()
 
-    chunks = collect(make_client(server, timeout=30), cancel=cancel)
+    chunks.extend(stream)
 
     elapsed = time.monotonic() - started
     assert elapsed < 1
     assert chunks == [TextChunk("Hel")]
-    wait_for(  # the watch wakes every CANCEL_POLL_SECONDS
-        lambda: not any(t.name == "openai-cancel-watch" for t in threading.enumerate()),
-        timeout=20 * CANCEL_POLL_SECONDS,
-        what="the cancel watch thread to end",
-    )
-    assert not any(t.name == "openai-cancel-watch" for t in threading.enumerate())
+
+
+
+def test_calls_in_flight_take_no_thread_each(server: FakeOpenAIServer) -> None:
+    """Streams are awaited on the process's one loop: eight calls waiting on the
+    server at once add no thread beyond the eight callers."""
+    server.always(Reply(delay_headers=0.5, events=text_reply("ok").events))
+
+    def client_side() -> int:  # the test server answers each connection on a thread
+        return sum("process_request" not in t.name for t in threading.enumerate())
+
+    before = client_side()
+    counts: list[int] = []
+    results: list[list[Any]] = []
+
+    def call() -> None:
+        results.append(collect(make_client(server, timeout=30)))
+
+    callers = [threading.Thread(target=call) for _ in range(8)]
+    for caller in callers:
+        caller.start()
+    time.sleep(0.3)  # every call is waiting for its headers now
+    counts.append(client_side())
+    for caller in callers:
+        caller.join(10)
+
+    assert len(results) == 8 and all(r[0] == TextChunk("ok") for r in results)
+    # the callers, the loop's thread and its few resolver helpers
+    assert counts[0] - before <= 8 + 1 + 6, (before, counts)
 
 
 def test_cancel_while_waiting_for_the_response(server: FakeOpenAIServer) -> None:

@@ -122,6 +122,7 @@ def processes(service_env: dict[str, str], tmp_path: Path) -> Iterator[Callable[
                 name=name,
                 port=int(options.get("port", 0)),
                 concurrency=int(options.get("concurrency", 4)),
+                pool=options.get("pool"),
             )
         kind_of_proc = SupervisedProc if options.get("supervised") else Proc
         proc = kind_of_proc(name, args, service_env, tmp_path)

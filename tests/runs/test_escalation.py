@@ -25,14 +25,9 @@ from runs.models import (
     Ticket,
 )
 from runs.runtime import types as rt
-from runs.services import execution
-from runs.services.execution import (
-    expiry_decision,
-    runs_sweep,
-    ticket_warn,
-    tickets_expire,
-    tickets_warn,
-)
+from runs.services import deadlines
+from runs.services.deadlines import expiry_decision, ticket_warn, tickets_expire, tickets_warn
+from runs.services.execution import runs_sweep
 from runs.services.runs import run_start
 from runs.services.tickets import decision_submit
 from tests.factories import call, note_call, scripted_agent
@@ -193,8 +188,8 @@ def test_of_two_sweeps_that_read_the_ticket_only_the_first_update_warns(monkeypa
     warning_route()
     ticket = the_ticket(started(note_agent(permission=ASK_NOTE_WITH_RULE_ESCALATION)))
     calls: list[Any] = []
-    real = execution.notify_ticket
-    monkeypatch.setattr(execution, "notify_ticket", lambda t, e: calls.append(t) or real(t, e))
+    real = deadlines.notify_ticket
+    monkeypatch.setattr(deadlines, "notify_ticket", lambda t, e: calls.append(t) or real(t, e))
     now = ticket.warn_at + dt.timedelta(seconds=1)
     # both sweeps read the ticket before either marked it (the row as each one saw it)
     first_read, second_read = the_ticket(ticket.run), the_ticket(ticket.run)

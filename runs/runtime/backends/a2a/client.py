@@ -1,6 +1,6 @@
 """The a2a-sdk client of one endpoint: sending a message and waiting for its task to settle
 (subscribe, falling back to polling), cancelling a task, the agent card and the health
-probe, on a private asyncio loop thread (the sdk is asyncio-only, the worker is not)."""
+probe, on a process's asyncio loop (the sdk is asyncio-only, a run's thread is not)."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ from a2a.types import Role as A2ARole
 from a2a.utils.errors import TaskNotFoundError
 from google.protobuf.json_format import MessageToDict
 
+from ... import aio
 from ..base import ExecutionBackendError
 from .config import BINDINGS, A2AConfig
 from .errors import error_text
@@ -208,12 +209,11 @@ class RemoteClient:
 
 
 class LoopThread:
-    """A private asyncio loop on a daemon thread (the worker thread stays synchronous)."""
+    """The process's loop (runs.runtime.aio) seen from a synchronous caller: the remote
+    calls of every run in flight are awaited there, none holds a loop or a thread."""
 
     def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="a2a-loop")
-        self._thread.start()
+        self.loop = aio.process_loop.get()
 
     def submit(self, coro: Coroutine[Any, Any, Any]) -> concurrent.futures.Future[Any]:
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
@@ -227,14 +227,7 @@ class LoopThread:
             raise
 
     def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self.run(self.loop.shutdown_asyncgens(), timeout=2)
-        with contextlib.suppress(Exception):
-            self.run(self.loop.shutdown_default_executor(), timeout=2)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(timeout=5)
-        if not self._thread.is_alive():
-            self.loop.close()
+        """Nothing to stop: the loop is the process's."""
 
 
 def cancel_task(config: A2AConfig, task_id: str) -> None:
