@@ -1,5 +1,5 @@
-"""Prometheus metrics in the distributed mode: two `celery worker` processes (prefork,
-two children each) and `daphne` write to one multiprocess directory; a scrape of
+"""Prometheus metrics in the distributed mode: two `celery worker` processes (one with
+the product's threads pool, one prefork with two children) and `daphne` write to one multiprocess directory; a scrape of
 /metrics over HTTP, with its token, sums them (PostgreSQL, Redis; conftest.py)."""
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def test_metrics_sum_both_workers_and_move_as_runs_finish_and_tickets_are_decide
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     workers = {
-        processes("worker", "worker-a", concurrency=2).pid,
+        processes("worker", "worker-a", concurrency=2, pool="prefork").pid,
         processes("worker", "worker-b", concurrency=2).pid,
     }
     processes("daphne", port=port)
@@ -113,10 +113,13 @@ def test_metrics_sum_both_workers_and_move_as_runs_finish_and_tickets_are_decide
     wait = {"agent": asking.slug, "tool": "write_note", "action": "approve"}
     assert sample(text, "awaken_ticket_wait_seconds_count", **wait) == 0
 
-    # the sum holds the runs of both workers' prefork children, each in its own file
+    # the sum holds the runs of both workers, each process in its own file (a worker's
+    # own with the threads pool, its children's with prefork)
     per_process = finished_by_process(directory, agent.slug)
     assert sum(per_process.values()) == RUNS
-    assert {parent_of(pid) for pid in per_process} == workers, per_process
+    assert {pid if pid in workers else parent_of(pid) for pid in per_process} == workers, (
+        per_process
+    )
 
     # a decision through daphne's API; the run resumes on a worker and finishes
     ticket = Ticket.objects.get(run=waiting, status=Ticket.Status.PENDING)
