@@ -434,6 +434,9 @@ LOGGING = {
         "channels_redis": {"level": "INFO"},
         "celery": {"level": env_str("CELERY_LOG_LEVEL", "WARNING")},
         "kombu": {"level": "WARNING"},
+        # one line per model or remote-agent request: the run's events say more
+        "httpx": {"level": "WARNING"},
+        "httpx2": {"level": "WARNING"},
     },
 }
 

@@ -363,8 +363,8 @@ class OpenAIChatClient:
         }
         if request.tools:
             params["tools"] = [convert_tool(tool) for tool in request.tools]
-        if request.options:
-            params["extra_body"] = dict(request.options)
+        if request.options:  # provider-specific fields, sent as they are
+            params.update(request.options)
         return params
 
     def stream(self, request: InferenceRequest, cancel: CancellationToken) -> Iterator[StreamChunk]:
@@ -451,7 +451,16 @@ class OpenAIChatClient:
         # a slow resolver must not stall the loop every call in flight shares
         await asyncio.to_thread(self.vet_address)
         try:
-            stream = await self._async_client.chat.completions.create(**params)
+            # the SDK's request path (retries, backoff, errors), but the body as built and
+            # the events as parsed JSON: its per-call type transform of the request and
+            # model validation of every chunk were most of a call's CPU
+            stream = await self._async_client.post(
+                "/chat/completions",
+                body=params,
+                cast_to=object,
+                stream=True,
+                stream_cls=openai.AsyncStream[object],
+            )
         except Exception as exc:
             raise self._model_error(exc, opening=True) from exc
         try:
