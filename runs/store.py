@@ -47,7 +47,7 @@ from runs.services.inbox import (
 from runs.services.locks import retry_lock_conflicts
 from runs.services.notifications import notify_run_finished, notify_tickets
 from runs.services.replay_flow import replay_run_ended, replay_tickets_decide
-from runs.sql import release_connection
+from runs.sql import release_connection, update_returning
 
 
 def _ts(value: dt.datetime | None) -> int | None:
@@ -198,7 +198,8 @@ class OrmCheckpointStore:
         the run row (which locks it, fences the attempt and reserves the events' seqs),
         the thread (message-count guard and run pointers), the new messages, the changed
         tool calls and the events. Then, only when there is something to do: background
-        work started or received, the thread's next input once the run is done, steer
+        work started or received, the thread's next input once the run is done (no query on a
+        thread that never accepted input: the thread's update returns its count), steer
         input at a step boundary (returned, committed), a wake for a run whose background
         work finished while it ran."""
         now = timezone.now()
@@ -239,8 +240,9 @@ class OrmCheckpointStore:
             if run is None:
                 raise LeaseLostError(f"run {self.run_id} was claimed by another worker")
             # the thread row is written once: message count guard and run pointers together
-            if not self._append_messages(checkpoint, thread_projection(run)):
-                apply_thread_projection(run)
+            inputs_accepted = self._append_messages(checkpoint, thread_projection(run))
+            if inputs_accepted is None:
+                inputs_accepted = apply_thread_projection(run)
             tools = self._save_tool_calls(run, checkpoint, now)
             events_append(run, events, now=now, save_counter=False)
             if self.replay:  # nobody sees a replay's tickets: its set's policy decides
@@ -266,7 +268,7 @@ class OrmCheckpointStore:
                 state = checkpoint.record.state
                 if state is not None and state.extensions.get(BACKGROUND_KEY):
                     background_cancel(run, now)  # its unfinished work ends with it
-                thread_deliver_next(run)  # the thread's next queued input starts
+                thread_deliver_next(run, inputs_accepted)  # its next queued input starts
                 if self.replay:
                     replay_run_ended(run.pk)  # its set's next replays start
             elif checkpoint.accepts_input and run.pending_inputs:
@@ -277,17 +279,22 @@ class OrmCheckpointStore:
             stats.apply_usage(tools)  # last: the finished tool calls' counters, if any
         return delivered
 
-    def _append_messages(self, checkpoint: Checkpoint, thread_updates: dict[str, Any]) -> bool:
+    def _append_messages(
+        self, checkpoint: Checkpoint, thread_updates: dict[str, Any]
+    ) -> int | None:
         """Append the new messages, guarded by the thread's committed message count, and
-        apply `thread_updates` to the thread in the same statement. False: nothing to add."""
+        apply `thread_updates` to the thread in the same statement. Returns the thread's
+        `input_seq` (for `thread_deliver_next`); None: nothing to add."""
         count = len(checkpoint.new_messages)
         if not count:
-            return False
+            return None
         expected = checkpoint.expected_message_count
-        updated = Thread.objects.filter(pk=checkpoint.thread_id, message_count=expected).update(
-            message_count=F("message_count") + count, **thread_updates
+        updated = update_returning(
+            Thread.objects.filter(pk=checkpoint.thread_id, message_count=expected),
+            {"message_count": F("message_count") + count, **thread_updates},
+            ["input_seq"],
         )
-        if not updated:
+        if updated is None:
             actual = (
                 Thread.objects.filter(pk=checkpoint.thread_id)
                 .values_list("message_count", flat=True)
@@ -300,7 +307,7 @@ class OrmCheckpointStore:
                 for offset, message in enumerate(checkpoint.new_messages)
             ]
         )
-        return True
+        return updated.input_seq
 
     def _record_fields(self, record: rt.RunRecord, now: dt.datetime) -> dict[str, Any]:
         done = record.status is rt.RunStatus.DONE

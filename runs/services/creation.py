@@ -106,10 +106,12 @@ def run_for_idempotency_key(*, actor: Actor, key: str) -> Run | None:
     ).first()
 
 
-def new_thread_for(messages: list[rt.Message]) -> Thread:
-    """An unsaved thread titled after the first user message (`run_create` inserts it)."""
+def new_thread_for(messages: list[rt.Message], team_id: int | None = None) -> Thread:
+    """An unsaved thread titled after the first user message (`run_create` inserts it);
+    `team_id`: its agent's team (else the default team is looked up, and the thread joins
+    its first run's agent's team anyway: `thread_join_team`)."""
     title = next((m.text() for m in messages if m.role is rt.Role.USER), "")[:80]
-    return Thread(title=title)
+    return Thread(title=title) if team_id is None else Thread(title=title, team_id=team_id)
 
 
 def thread_join_team(thread: Thread, agent: Agent, *, new_thread: bool) -> None:
@@ -126,6 +128,18 @@ def thread_join_team(thread: Thread, agent: Agent, *, new_thread: bool) -> None:
         f"thread {thread.pk} belongs to another team than agent {agent.slug!r}; "
         "start the run on a new thread"
     )
+
+
+def _prices(agent: Agent, version: AgentVersion) -> dict[str, Any]:
+    """`price_snapshot` of the version's model, from the agent's model row when the caller
+    read it with the agent (the API joins it) and it is that model: no query."""
+    model = agent.model if Agent.model.is_cached(agent) else None
+    if model is None or model.slug != (version.spec or {}).get("model_id"):
+        return price_snapshot(version.spec)
+    return {
+        "input_price_per_million_usd": model.input_price_per_million_usd,
+        "output_price_per_million_usd": model.output_price_per_million_usd,
+    }
 
 
 def run_create(
@@ -156,7 +170,7 @@ def run_create(
         thread=thread,
         agent=agent,
         agent_version=version,
-        **price_snapshot(version.spec),
+        **_prices(agent, version),
         status=Run.Status.CREATED,
         due=True,
         dispatched_at=timezone.now(),

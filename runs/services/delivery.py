@@ -66,16 +66,22 @@ def delivery_events(input_: PendingInput, boundary: str) -> SubmissionEvents:
     return events
 
 
-def thread_deliver_next(run: Run) -> Run | None:
+def thread_deliver_next(run: Run, inputs_accepted: int | None = None) -> Run | None:
     """Called in the transaction that ended `run`, after its thread's run pointers were
     updated (which locks the thread row): the steer input it did not take is queued, and
-    the thread's oldest queued input starts the next run. Returns that run."""
+    the thread's oldest queued input starts the next run. Returns that run.
+
+    `inputs_accepted`: the thread's `input_seq` as that update returned it, if known. Every
+    pending input is accepted through `runs.services.inputs`, which counts it there under
+    the thread's lock: a thread that never accepted one has none queued (no query)."""
     if run.pending_inputs:
         PendingInput.objects.filter(run_id=run.pk, status=PendingInput.Status.PENDING).update(
             run=None, updated_at=timezone.now()
         )
         Run.objects.filter(pk=run.pk).update(pending_inputs=0)
         run.pending_inputs = 0
+    if inputs_accepted == 0:
+        return None
     return thread_start_next(run.thread_id)
 
 

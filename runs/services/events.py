@@ -32,8 +32,20 @@ def run_summary(run: Run) -> dict[str, Any]:
         "steps": run.steps,
         "last_event_seq": run.last_event_seq,
         "updated_at": run.updated_at.isoformat(),
-        "team_id": run.agent.team_id,  # the lists' sockets pass a change on by it
+        "team_id": team_of(run),  # the lists' sockets pass a change on by it
     }
+
+
+# the run's agent's team, returned with the run row (`update_returning(extra=...)`)
+AGENT_TEAM = {
+    "agent_team_id": "(SELECT team_id FROM agents_agent WHERE agents_agent.id = runs_run.agent_id)"
+}
+
+
+def team_of(run: Run) -> Any:
+    """The team of the run's agent: returned with its row, else from its agent."""
+    team = getattr(run, "agent_team_id", None)
+    return team if team is not None else run.agent.team_id
 
 
 def run_identity(run: Run) -> RunIdentity:
@@ -89,7 +101,10 @@ def run_reserving_seqs(runs: QuerySet[Run], count: int, values: dict[str, Any]) 
     `last_event_seq` before them, for `events_append(..., save_counter=False)`; None
     when nothing matched (the run is gone, or a guard in `runs` failed)."""
     run = update_returning(
-        runs, {**values, "last_event_seq": F("last_event_seq") + count}, RUN_ROW_FIELDS
+        runs,
+        {**values, "last_event_seq": F("last_event_seq") + count},
+        RUN_ROW_FIELDS,
+        extra=AGENT_TEAM,
     )
     if run is not None:
         run.last_event_seq -= count
@@ -185,5 +200,10 @@ def thread_projection(run: Run) -> dict[str, Any]:
     return updates
 
 
-def apply_thread_projection(run: Run) -> None:
-    Thread.objects.filter(pk=run.thread_id).update(**thread_projection(run))
+def apply_thread_projection(run: Run) -> int | None:
+    """Write the run's thread pointers; the thread's `input_seq` (inputs it ever accepted:
+    none, no input can be queued on it), None when the thread is gone."""
+    thread = update_returning(
+        Thread.objects.filter(pk=run.thread_id), thread_projection(run), ["input_seq"]
+    )
+    return None if thread is None else thread.input_seq

@@ -13,13 +13,14 @@ import os
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
-from django.db.models import Case, F, Q, Subquery, Value, When
+from django.db.models import Case, F, Q, Subquery, UUIDField, Value, When
 from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
@@ -76,24 +77,22 @@ def run_claim_next(*, run_id: Any, worker: str) -> Run | None:
     """What a worker answering `run_id`'s doorbell takes: the due run of the highest
     priority, the oldest of them (`run_id` unless a run of a higher priority is due), so a
     high-priority run starts before older low-priority ones whatever order their tasks
-    sit in the broker. When it takes another run, `run_id`'s doorbell rings again."""
-    ahead = (
-        _due_before(run_id)
-        .select_for_update(skip_locked=True, of=("self",))
-        .values_list("pk", flat=True)
-        .first()
-    )
-    if ahead is not None:
-        run = run_claim(run_id=ahead, worker=worker)
-        if run is not None:
-            enqueue_on_commit(run_id)
-            return run
-    return run_claim(run_id=run_id, worker=worker)
+    sit in the broker. When it takes another run, `run_id`'s doorbell rings again. The
+    choice and the claim are one statement: the run ahead (locked, skipping those another
+    worker is taking) is the claim's target when there is one."""
+    ahead = _due_before(run_id).select_for_update(skip_locked=True, of=("self",)).values("pk")[:1]
+    target = Coalesce(Subquery(ahead), Value(run_id, output_field=UUIDField()))
+    run = run_claim(run_id=run_id, worker=worker, target=target)
+    if run is not None and run.pk != uuid.UUID(str(run_id)):
+        enqueue_on_commit(run_id)
+    return run
 
 
-def run_claim(*, run_id: Any, worker: str) -> Run | None:
+def run_claim(*, run_id: Any, worker: str, target: Any = None) -> Run | None:
     """Take the run if it is due or its lease expired: one guarded update that answers the
-    claimed row (its `attempt` fences every later write of this worker)."""
+    claimed row (its `attempt` fences every later write of this worker). `target`: an
+    expression naming the run to take instead when due (`run_claim_next`); a recovery is
+    of `run_id` only."""
     now = timezone.now()
     take = {
         "due": False,
@@ -106,10 +105,10 @@ def run_claim(*, run_id: Any, worker: str) -> Run | None:
         "started_at": Coalesce("started_at", Value(now)),
         "updated_at": now,
     }
-    open_runs = Run.objects.filter(pk=run_id).exclude(status=Run.Status.DONE)
+    open_runs = Run.objects.exclude(status=Run.Status.DONE)
     with transaction.atomic(savepoint=False):
         run = update_returning(
-            open_runs.filter(due=True).filter(
+            open_runs.filter(pk=run_id if target is None else target, due=True).filter(
                 Q(lease_expires_at__isnull=True)
                 # a running run whose lease expired is a recovery (below)
                 | (Q(lease_expires_at__lt=Now()) & ~Q(status=Run.Status.RUNNING))
@@ -119,7 +118,7 @@ def run_claim(*, run_id: Any, worker: str) -> Run | None:
         )
         if run is None:  # a redelivered task finds its dead worker's run: a recovery
             run = update_returning(
-                open_runs.filter(status=Run.Status.RUNNING, lease_expires_at__lt=Now()),
+                open_runs.filter(pk=run_id, status=Run.Status.RUNNING, lease_expires_at__lt=Now()),
                 {**take, "recoveries": F("recoveries") + 1},
                 extra=AGENT_SLUG,
             )

@@ -13,7 +13,7 @@ from agents.models import Agent
 from agents.pricing import price_snapshot
 from common.audit import SYSTEM, Actor, audit_record
 from common.errors import IllegalTransition, InvalidInput
-from common.teams import by_operator, ensure_reason, ensure_writable
+from common.teams import by_operator, ensure_reason, ensure_writable, ensure_writable_as_read
 from runs import metrics
 from runs.models import DEFAULT_PRIORITY, Run, Thread, Ticket, ToolCall
 from runs.runtime import types as rt
@@ -68,7 +68,7 @@ def run_start(
 
 def run_start_or_reuse(
     *,
-    agent: Agent,
+    agent: Agent | Callable[[], Agent],
     messages: Any,
     thread: Thread | None = None,
     idempotency_key: str = "",
@@ -78,7 +78,8 @@ def run_start_or_reuse(
     """`run_start`, and whether it created a run. It reuses one (False) for a repeat of
     the submitter's idempotency key (also one that lost the race to a concurrent request
     with the same key) and for input that continued a waiting run; the API answers those
-    200 rather than 201."""
+    200 rather than 201. `agent` may be its lookup, made in the submission's transaction
+    (the API's: the agent's read is not a transaction of its own)."""
     try:
         return _submit(agent, messages, thread, idempotency_key, actor, priority)
     except IntegrityError:
@@ -93,24 +94,29 @@ def run_start_or_reuse(
 @retry_lock_conflicts
 @transaction.atomic
 def _submit(
-    agent: Agent,
+    agent: Agent | Callable[[], Agent],
     messages: Any,
     thread: Thread | None,
     idempotency_key: str,
     actor: Actor,
     priority: int,
 ) -> tuple[Run, bool]:
+    if not isinstance(agent, Agent):
+        agent = agent()
     if idempotency_key:
         existing = run_for_idempotency_key(actor=actor, key=idempotency_key)
         if existing is not None:
             return existing, False
-    ensure_writable(agent.team_id)
+    if Agent.team.is_cached(agent):  # read with the agent (the API joins it)
+        ensure_writable_as_read(agent.team)
+    else:
+        ensure_writable(agent.team_id)
     if thread is not None:
         ensure_writable(thread.team_id)
     new_messages = normalize_input_messages(messages)
     new_thread = thread is None
     if thread is None:  # inserted below, once its run pointers are known
-        thread = new_thread_for(new_messages)
+        thread = new_thread_for(new_messages, agent.team_id)
         open_run = None
     else:  # its open run first, then the thread (runs.services.locks)
         thread, open_run = lock_thread_with_open_run(thread.pk)
@@ -268,8 +274,7 @@ def _finish_cancelled(run: Run, now: Any) -> None:
     stats.run_finished(run)
     metrics.run_ended(run)
     events_append(run, end_events, now=now)
-    apply_thread_projection(run)
-    thread_deliver_next(run)
+    thread_deliver_next(run, apply_thread_projection(run))
     if run.run_mode == REPLAY_MODE:
         replay_run_ended(run.pk)  # its set's next replays start
 

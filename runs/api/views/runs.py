@@ -123,8 +123,11 @@ class RunListView(SseView):
     )
     def post(self, request: Request) -> Response | StreamingHttpResponse:
         data = validated(s.RunCreateSerializer, request.data)
-        agent = get_agent(data["agent_id"], request)
-        thread = get_thread(data["thread_id"], request) if data.get("thread_id") else None
+        if data.get("thread_id"):
+            agent: Any = get_agent(data["agent_id"], request)
+            thread = get_thread(data["thread_id"], request)
+        else:  # looked up in the submission's transaction: one transaction for the POST
+            agent, thread = (lambda: get_agent(data["agent_id"], request)), None
         key = data.get("idempotency_key") or request.headers.get("Idempotency-Key", "")[:200]
         return start_run(request, agent=agent, messages=data["messages"], thread=thread, key=key)
 

@@ -4,6 +4,7 @@ answer, and starting a run or deciding a ticket."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.db.models import QuerySet
@@ -110,7 +111,9 @@ def get_thread(thread_id: Any, request: Request) -> Thread:
 def get_agent(slug: str, request: Request | None = None) -> Agent:
     """The agent; with `request`, only one of the user's teams where the request's action
     (starting a run) is allowed."""
-    agent = get_or_not_found(agents_with_latest_version(), "agent", slug, by="slug", agent_id=slug)
+    # its team's freeze and its model's prices, for run_start
+    agents = agents_with_latest_version().select_related("team", "model")
+    agent = get_or_not_found(agents, "agent", slug, by="slug", agent_id=slug)
     return agent if request is None else allowed(request, agent, "agent", slug, agent_id=slug)
 
 
@@ -164,13 +167,19 @@ def background_tasks_json(run: Run) -> list[Any]:
 
 
 def start_run(
-    request: Request, *, agent: Agent, messages: list[Any], thread: Thread | None, key: str
+    request: Request,
+    *,
+    agent: Agent | Callable[[], Agent],
+    messages: list[Any],
+    thread: Thread | None,
+    key: str,
 ) -> Response | StreamingHttpResponse:
     """run_start_or_reuse; 201 for a new run, 200 for the same run again (idempotency key
     repeat, or new input continuing the thread's waiting run). With `Accept: text/event-stream`, as
     upstream's `POST /v1/runs`: the run's events as Server-Sent Events instead of its
     record (a new run's from its first, a continued run's from the new input on), until
-    its first `run_finish` or `error`; the run id is in `Location` and `X-Run-ID`."""
+    its first `run_finish` or `error`; the run id is in `Location` and `X-Run-ID`. `agent`
+    may be its lookup, made in the submission's transaction."""
     run, created = run_start_or_reuse(
         agent=agent,
         messages=[dict(m) for m in messages],
