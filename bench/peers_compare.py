@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import common, httpload
 from bench.common import BenchEnv, BenchError, Figure
+from bench.model_bound_stack import worker_banner
 from bench.peers_awaken import SqlFigures, count_sql, create_bench_agents, create_token
 from bench.peers_env import peers_python, print_peer_versions
 from bench.peers_report import report
@@ -54,8 +55,7 @@ from bench.peers_settings import (
     BENCHMARK,
     CONCURRENCY,
     CYCLES,
-    LANGGRAPH,
-    LANGGRAPH_JOBS,
+    LANGGRAPH_JOBS_LIST,
     LATENCY_RUNS,
     PLAIN_AGENT,
     ROUNDS,
@@ -63,6 +63,7 @@ from bench.peers_settings import (
     SQL_RUNS,
     THROTTLE_RATE,
     WORKER_CONCURRENCY,
+    langgraph_label,
 )
 
 __all__ = ["BENCHMARK", "run"]  # what bench/run_all.py uses
@@ -77,7 +78,8 @@ def run(env: BenchEnv) -> list[Figure]:
         f"{ROUNDS} rounds alternating systems; latency: {LATENCY_RUNS} runs per round at "
         f"concurrency 1; Awaken: daphne + 1 worker --pool prefork --concurrency "
         f"{WORKER_CONCURRENCY} + beat; LangGraph: langgraph dev --n-jobs-per-worker "
-        f"{LANGGRAPH_JOBS}; Awaken's per-token API throttle set to {THROTTLE_RATE}",
+        f"{' and '.join(map(str, LANGGRAPH_JOBS_LIST))} (each measured, the better is the "
+        f"baseline); Awaken's per-token API throttle set to {THROTTLE_RATE}",
         flush=True,
     )
     python, unavailable = peers_python()
@@ -92,6 +94,9 @@ def run(env: BenchEnv) -> list[Figure]:
     awaken_port, systems = start_systems(env, python, token, peer_errors)
     try:
         measure_systems(systems)
+        banner = worker_banner(systems[0][0].procs["worker"].log())
+        if banner is not None:  # what the worker says it runs, whatever its command line
+            print(f"  Awaken worker's banner: concurrency {banner[0]} ({banner[1]})", flush=True)
         measure_request_floor(systems[0][0], awaken_port, token, systems[0][2])
     finally:
         for server, _, _ in systems:
@@ -99,8 +104,8 @@ def run(env: BenchEnv) -> list[Figure]:
                 env.stop(proc)
     dbos = measure_dbos(env, python, peer_errors)
     ours = systems[0][2]
-    peer = systems[1][2] if len(systems) > 1 else None
-    return report(ours, peer, dbos, sql_figures, unavailable or "; ".join(peer_errors))
+    peers = [results for _, _, results in systems[1:]]
+    return report(ours, peers, dbos, sql_figures, unavailable or "; ".join(peer_errors))
 
 
 def measure_sql(token: str) -> SqlFigures:
@@ -128,16 +133,19 @@ def start_systems(
         f"http://{common.HOST}:{awaken_port}", token, PLAIN_AGENT, APPROVAL_AGENT
     )
     systems: list[Measured] = [(awaken_server, awaken, SystemResults(AWAKEN))]
-    if python is not None:
+    for jobs in LANGGRAPH_JOBS_LIST if python is not None else ():
+        label = langgraph_label(jobs)
         try:
-            lg_server, lg_port = start_langgraph(env, python)
-            lg = httpload.LangGraphHttp(
-                f"http://{common.HOST}:{lg_port}", "bench_plain", "bench_approval"
-            )
-            systems.append((lg_server, lg, SystemResults(LANGGRAPH)))
+            lg_server, lg_port = start_langgraph(env, python, jobs=jobs, label=label)
         except BenchError as exc:
-            peer_errors.append(f"LangGraph: {exc}")
-            print(f"  peers: LangGraph unavailable ({str(exc)[:500]})", flush=True)
+            peer_errors.append(f"{label}: {exc}")
+            print(f"  peers: {label} unavailable ({str(exc)[:500]})", flush=True)
+            continue
+        lg = httpload.LangGraphHttp(
+            f"http://{common.HOST}:{lg_port}", "bench_plain", "bench_approval"
+        )
+        lg.label = label  # type: ignore[misc]
+        systems.append((lg_server, lg, SystemResults(label)))
     return awaken_port, systems
 
 

@@ -28,7 +28,11 @@ def peers_python() -> tuple[Path | None, str]:
     if not PEERS_ENABLED:
         return None, "disabled by BENCH_PEERS=0"
     python = PEERS_VENV / "bin" / "python"
-    probe = [str(python), "-c", "import dbos, langgraph, langgraph_api, langgraph_cli"]
+    probe = [
+        str(python),
+        "-c",
+        "import dbos, httpx, langchain_openai, langgraph, langgraph_api, langgraph_cli",
+    ]
     if python.exists() and subprocess.run(probe, capture_output=True, timeout=120).returncode == 0:
         return python, ""
     if not PEERS_INSTALL:

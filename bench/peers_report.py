@@ -1,6 +1,7 @@
-"""The report of bench/peers_compare.py: the three systems side by side (throughput,
-latency, cost), the notes that say what each column holds, and the figures against the
-issue's goals, LangGraph's as the baseline."""
+"""The report of bench/peers_compare.py: the systems side by side (throughput, latency,
+cost), the notes that say what each column holds, and the figures against the issue's
+goals. LangGraph dev is measured at each `--n-jobs-per-worker` of the settings (1, its
+default, and the concurrency); for every figure the better of them is the baseline."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from bench.peers_settings import (
     GOAL_STATEMENTS,
     GOAL_THROUGHPUT_RATIO,
     GOAL_TRANSACTIONS,
-    LANGGRAPH,
+    LANGGRAPH_JOBS_LIST,
     MEMORY_RUNS,
     RUNS,
     WORKER_CONCURRENCY,
@@ -74,12 +75,23 @@ class Compared:
     """The systems' results side by side; LangGraph's and DBOS's may be missing (nan)."""
 
     ours: SystemResults
-    peer: SystemResults | None
+    peers: list[SystemResults]  # LangGraph dev, one per --n-jobs-per-worker
     dbos: dict[str, Any] | None
     sql: SqlFigures
 
-    def lg(self, getter: Callable[[SystemResults], float]) -> float:
-        return getter(self.peer) if self.peer is not None else NAN
+    def lg_best(
+        self, getter: Callable[[SystemResults], float], higher: bool = True
+    ) -> tuple[str, float]:
+        """(which configuration, its value): the better LangGraph figure."""
+        values = [(p.name, getter(p)) for p in self.peers]
+        values = [(name, value) for name, value in values if value == value]
+        if not values:
+            return "LangGraph (unavailable)", NAN
+        pick = max if higher else min
+        return pick(values, key=lambda item: item[1])
+
+    def lg_cells(self, getter: Callable[[SystemResults], float], unit: str = "") -> list[str]:
+        return [cell(getter(p), unit) for p in self.peers]
 
     def db(self, *path: str) -> float:
         value: Any = self.dbos
@@ -93,23 +105,19 @@ class Compared:
         """The median over DBOS's rounds of `kind` ("plain", "approval") of `key`."""
         return med([float(x[key]) for x in self.dbos[kind]]) if self.dbos else NAN
 
-    @property
-    def baseline_name(self) -> str:
-        return LANGGRAPH if self.peer is not None else "LangGraph (unavailable)"
-
 
 def report(
     ours: SystemResults,
-    peer: SystemResults | None,
+    peers: list[SystemResults],
     dbos: dict[str, Any] | None,
     sql_figures: SqlFigures,
     unavailable: str,
 ) -> list[Figure]:
-    compared = Compared(ours, peer, dbos, sql_figures)
+    compared = Compared(ours, peers, dbos, sql_figures)
     print()
     print_table(
         [
-            ("figure (median of rounds)", AWAKEN, LANGGRAPH, DBOS, "goal"),
+            ("figure (median of rounds)", AWAKEN, *[p.name for p in peers], DBOS, "goal"),
             *throughput_rows(compared),
             *latency_rows(compared),
             *cost_rows(compared),
@@ -132,14 +140,14 @@ def throughput_rows(c: Compared) -> list[tuple[str, ...]]:
         (
             f"runs/s, {RUNS} runs at concurrency {CONCURRENCY}",
             cell(plain_rate(c.ours)),
-            cell(c.lg(plain_rate)),
+            *c.lg_cells(plain_rate),
             cell(c.dbos_median("plain", "rate")),
             ">= 1.0x LangGraph (2x)",
         ),
         (
             f"approval cycles/s at concurrency {CONCURRENCY}",
             cell(approval_rate(c.ours)),
-            cell(c.lg(approval_rate)),
+            *c.lg_cells(approval_rate),
             cell(c.dbos_median("approval", "rate")),
             ">= LangGraph",
         ),
@@ -151,21 +159,21 @@ def latency_rows(c: Compared) -> list[tuple[str, ...]]:
         (
             "submit -> finish p50, concurrency 1",
             cell(med(c.ours.latency_finish), " ms"),
-            cell(c.lg(lambda r: med(r.latency_finish)), " ms"),
+            *c.lg_cells(lambda r: med(r.latency_finish), " ms"),
             cell(c.db("latency", "finish_p50_ms"), " ms"),
             "<= 50 ms",
         ),
         (
             "submit -> first event p50",
             cell(med(c.ours.latency_first), " ms"),
-            cell(c.lg(lambda r: med(r.latency_first)), " ms"),
+            *c.lg_cells(lambda r: med(r.latency_first), " ms"),
             "n/a",
             "<= 20 ms",
         ),
         (
             "approve -> finish p50",
             cell(med(c.ours.latency_approve), " ms"),
-            cell(c.lg(lambda r: med(r.latency_approve)), " ms"),
+            *c.lg_cells(lambda r: med(r.latency_approve), " ms"),
             cell(c.db("latency", "approve_p50_ms"), " ms"),
             "<= 50 ms",
         ),
@@ -180,42 +188,42 @@ def cost_rows(c: Compared) -> list[tuple[str, ...]]:
         (
             "server CPU per run (throughput phase)",
             cell(med(c.ours.cpu_ms_per_run), " ms"),
-            cell(c.lg(lambda r: med(r.cpu_ms_per_run)), " ms"),
+            *c.lg_cells(lambda r: med(r.cpu_ms_per_run), " ms"),
             cell(c.dbos_median("plain", "cpu_ms_per_op"), " ms (incl. client)"),
             "<= 20 ms",
         ),
         (
             "server CPU per approval cycle",
             cell(med(c.ours.cpu_ms_per_cycle), " ms"),
-            cell(c.lg(lambda r: med(r.cpu_ms_per_cycle)), " ms"),
+            *c.lg_cells(lambda r: med(r.cpu_ms_per_cycle), " ms"),
             cell(c.dbos_median("approval", "cpu_ms_per_op"), " ms (incl. client)"),
             "-",
         ),
         (
             "SQL statements per plain run",
             f"{statements:.1f} (web {web_st:.1f} + worker {worker_st:.1f})",
-            "no SQL (in-memory)",
+            *["no SQL (in-memory)"] * len(c.peers),
             "not measured",
             "<= 20",
         ),
         (
             "SQL transactions per plain run",
             f"{transactions:.1f} (web {web_tx:.1f} + worker {worker_tx:.1f})",
-            "-",
+            *["-"] * len(c.peers),
             "not measured",
             "<= 5",
         ),
         (
             f"memory RSS after >= {MEMORY_RUNS} runs",
             cell(memory_rss(c.ours), " MB"),
-            cell(c.lg(memory_rss), " MB"),
+            *c.lg_cells(memory_rss, " MB"),
             cell(c.db("memory", "rss_mb"), " MB (incl. client)"),
             "<= 350 MB",
         ),
         (
             "memory PSS (same processes)",
             cell(memory_pss(c.ours), " MB"),
-            cell(c.lg(memory_pss), " MB"),
+            *c.lg_cells(memory_pss, " MB"),
             cell(c.db("memory", "pss_mb"), " MB"),
             "-",
         ),
@@ -224,7 +232,7 @@ def cost_rows(c: Compared) -> list[tuple[str, ...]]:
 
 def notes(c: Compared) -> list[str]:
     """What each column holds and what is outside it."""
-    ours, peer = c.ours, c.peer
+    ours = c.ours
     lines = [
         f"  Awaken processes: daphne + worker (main + {WORKER_CONCURRENCY} children) for CPU, "
         "the same + beat for memory; LangGraph: the `langgraph dev` process tree.",
@@ -241,15 +249,19 @@ def notes(c: Compared) -> list[str]:
         "message after `metadata` (the model step's update; `metadata` only acknowledges).",
         "  DBOS runs in process: submit -> result with no HTTP and no server, its client "
         "in the same process; shown for context, not as the goals' baseline.",
+        "  LangGraph dev is measured at --n-jobs-per-worker "
+        + " and ".join(str(jobs) for jobs in LANGGRAPH_JOBS_LIST)
+        + " (1, its CLI's default: one run at a time; N: up to N runs at once); each "
+        "figure's baseline is the better of them.",
     ]
     if ours.memory:
         lines.append(
             f"  Awaken memory over {ours.memory.processes} processes after "
             f"{ours.runs_done} runs"
-            + (
-                f"; LangGraph over {peer.memory.processes} after {peer.runs_done} runs"
-                if peer and peer.memory
-                else ""
+            + "".join(
+                f"; {peer.name} over {peer.memory.processes} after {peer.runs_done} runs"
+                for peer in c.peers
+                if peer.memory
             )
             + (f"; DBOS after {int(c.db('workflows'))} workflows" if c.dbos else "")
             + "."
@@ -261,17 +273,24 @@ def notes(c: Compared) -> list[str]:
 
 
 def figure(
-    c: Compared, name: str, value: float, unit: str, baseline: float, goal: str, met: bool | None
+    c: Compared,
+    name: str,
+    value: float,
+    unit: str,
+    baseline: tuple[str, float],
+    goal: str,
+    met: bool | None,
 ) -> Figure:
+    """`baseline`: (which LangGraph configuration, its figure), from Compared.lg_best."""
     return Figure(
         benchmark=BENCHMARK,
         name=name,
         value=value,
         unit=unit,
-        baseline_name=c.baseline_name,
-        baseline=baseline,
+        baseline_name=baseline[0] if len(c.peers) < 2 else f"better LangGraph: {baseline[0]}",
+        baseline=baseline[1],
         baseline_unit=unit,
-        ratio=ratio(value, baseline),
+        ratio=ratio(value, baseline[1]),
         goal=goal,
         met=met,
     )
@@ -284,7 +303,7 @@ def ratio_met(value: float, baseline: float, goal: float) -> bool | None:
 
 def throughput_figures(c: Compared) -> list[Figure]:
     ours_plain, ours_approval = plain_rate(c.ours), approval_rate(c.ours)
-    lg_plain, lg_approval = c.lg(plain_rate), c.lg(approval_rate)
+    lg_plain, lg_approval = c.lg_best(plain_rate), c.lg_best(approval_rate)
     return [
         figure(
             c,
@@ -293,7 +312,7 @@ def throughput_figures(c: Compared) -> list[Figure]:
             "runs/s",
             lg_plain,
             f">= {GOAL_THROUGHPUT_RATIO:.1f}x LangGraph (2x)",
-            ratio_met(ours_plain, lg_plain, GOAL_THROUGHPUT_RATIO),
+            ratio_met(ours_plain, lg_plain[1], GOAL_THROUGHPUT_RATIO),
         ),
         figure(
             c,
@@ -302,7 +321,7 @@ def throughput_figures(c: Compared) -> list[Figure]:
             "cycles/s",
             lg_approval,
             ">= LangGraph",
-            ratio_met(ours_approval, lg_approval, GOAL_APPROVAL_RATIO),
+            ratio_met(ours_approval, lg_approval[1], GOAL_APPROVAL_RATIO),
         ),
     ]
 
@@ -319,7 +338,7 @@ def latency_figures(c: Compared) -> list[Figure]:
             "submit -> run_finish p50 (c=1)",
             finish,
             "ms",
-            c.lg(lambda r: med(r.latency_finish)),
+            c.lg_best(lambda r: med(r.latency_finish), higher=False),
             f"<= {GOAL_FINISH_MS:.0f} ms",
             finish <= GOAL_FINISH_MS,
         ),
@@ -328,7 +347,7 @@ def latency_figures(c: Compared) -> list[Figure]:
             "submit -> first event p50 (c=1)",
             first,
             "ms",
-            c.lg(lambda r: med(r.latency_first)),
+            c.lg_best(lambda r: med(r.latency_first), higher=False),
             f"<= {GOAL_FIRST_EVENT_MS:.0f} ms",
             first <= GOAL_FIRST_EVENT_MS,
         ),
@@ -337,7 +356,7 @@ def latency_figures(c: Compared) -> list[Figure]:
             "approve -> run_finish p50 (c=1)",
             approve,
             "ms",
-            c.lg(lambda r: med(r.latency_approve)),
+            c.lg_best(lambda r: med(r.latency_approve), higher=False),
             f"<= {GOAL_APPROVE_MS:.0f} ms",
             approve <= GOAL_APPROVE_MS,
         ),
@@ -355,7 +374,7 @@ def cost_figures(c: Compared) -> list[Figure]:
             "SQL statements per plain run (web + worker)",
             statements,
             "statements",
-            NAN,
+            ("none", NAN),
             f"<= {GOAL_STATEMENTS:.0f}",
             statements <= GOAL_STATEMENTS,
         ),
@@ -364,7 +383,7 @@ def cost_figures(c: Compared) -> list[Figure]:
             "SQL transactions per plain run (web + worker)",
             transactions,
             "transactions",
-            NAN,
+            ("none", NAN),
             f"<= {GOAL_TRANSACTIONS:.0f}",
             transactions <= GOAL_TRANSACTIONS,
         ),
@@ -376,7 +395,7 @@ def cost_figures(c: Compared) -> list[Figure]:
         "server CPU per run (daphne + worker)",
         cpu,
         "ms",
-        c.lg(lambda r: med(r.cpu_ms_per_run)),
+        c.lg_best(lambda r: med(r.cpu_ms_per_run), higher=False),
         f"<= {GOAL_CPU_MS:.0f} ms",
         cpu <= GOAL_CPU_MS,
     )
@@ -385,7 +404,7 @@ def cost_figures(c: Compared) -> list[Figure]:
         f"RSS daphne + worker + beat after {c.ours.runs_done} runs",
         rss,
         "MB",
-        c.lg(memory_rss),
+        c.lg_best(memory_rss, higher=False),
         f"<= {GOAL_MEMORY_MB:.0f} MB (PSS {cell(memory_pss(c.ours))} MB)",
         rss <= GOAL_MEMORY_MB,
     )

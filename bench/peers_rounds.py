@@ -123,7 +123,7 @@ def throughput_round(
     )
     results.approval.append(approval)
     print(
-        f"  round {index + 1} {server.name:<14} {plain.rate:7.1f} runs/s "
+        f"  round {index + 1} {server.name:<22} {plain.rate:7.1f} runs/s "
         f"(p50 {median([s.finish_ms for s in plain.samples]):5.0f} ms, "
         f"server CPU {results.cpu_ms_per_run[-1]:5.1f} ms/run)   "
         f"{approval.rate:6.1f} approval cycles/s   load {common.fmt_load(os.getloadavg())}",
@@ -142,7 +142,7 @@ def latency_round(
         median([s.approve_ms for s in approval.samples if s.approve_ms is not None])
     )
     print(
-        f"  latency round {index + 1} {server.name:<14} submit->first event p50 "
+        f"  latency round {index + 1} {server.name:<22} submit->first event p50 "
         f"{results.latency_first[-1]:6.1f} ms, submit->finish p50 "
         f"{results.latency_finish[-1]:6.1f} ms, approve->finish p50 "
         f"{results.latency_approve[-1]:6.1f} ms",

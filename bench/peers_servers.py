@@ -109,10 +109,16 @@ def start_awaken(env: BenchEnv) -> tuple[Server, int]:
     return Server(AWAKEN, procs, ["daphne", "worker"], ["daphne", "worker", "beat"]), port
 
 
-def start_langgraph(env: BenchEnv, python: Path) -> tuple[Server, int]:
-    """`langgraph dev` in a scratch copy of bench/peers/langgraph (it writes its in-memory
-    state's snapshots under the working directory)."""
-    workdir = env.log_dir / "langgraph"
+def start_langgraph(
+    env: BenchEnv,
+    python: Path,
+    jobs: int = LANGGRAPH_JOBS,
+    extra_env: dict[str, str] | None = None,
+    label: str = LANGGRAPH,
+) -> tuple[Server, int]:
+    """`langgraph dev --n-jobs-per-worker <jobs>` in a scratch copy of bench/peers/langgraph
+    (it writes its in-memory state's snapshots under the working directory)."""
+    workdir = env.log_dir / f"langgraph-{common.free_port()}"
     shutil.copytree(PEERS_DIR / "langgraph", workdir)
     port = common.free_port()
     cli = python.parent / "langgraph"
@@ -131,11 +137,16 @@ def start_langgraph(env: BenchEnv, python: Path) -> tuple[Server, int]:
         "--port",
         str(port),
         "--n-jobs-per-worker",
-        str(LANGGRAPH_JOBS),
+        str(jobs),
         "--server-log-level",
         "WARNING",
     ]
-    proc = common.Proc("peers-langgraph", args, peers_env(), env.log_dir)
+    proc = common.Proc(
+        f"peers-langgraph-{jobs}jobs-{port}",
+        args,
+        {**peers_env(), **(extra_env or {})},
+        env.log_dir,
+    )
     env.procs.append(proc)
 
     def ready() -> bool:
@@ -144,7 +155,7 @@ def start_langgraph(env: BenchEnv, python: Path) -> tuple[Server, int]:
         return common.port_open(port) and _http_ok(f"http://{common.HOST}:{port}/ok")
 
     common.wait_for(ready, 90, "langgraph dev to start", interval=0.2)
-    return Server(LANGGRAPH, {"server": proc}, ["server"], ["server"]), port
+    return Server(label, {"server": proc}, ["server"], ["server"]), port
 
 
 def _http_ok(url: str) -> bool:

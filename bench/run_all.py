@@ -1,4 +1,4 @@
-"""Run the four benchmarks on one private environment and print a summary table.
+"""Run the five benchmarks on one private environment and print a summary table.
 
     make bench            (or: .venv/bin/python bench/run_all.py)
 
@@ -13,10 +13,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import checkpoint_cost, common, e2e_runs, event_latency, peers_compare
+from bench import checkpoint_cost, common, e2e_runs, event_latency, model_bound, peers_compare
 
-# peers_compare last: it installs the peers' environment when it is missing
-BENCHMARKS = (e2e_runs, checkpoint_cost, event_latency, peers_compare)
+# peers_compare after Awaken's own: it installs the peers' environment when it is missing;
+# model_bound (a 1 s model, Awaken beside the peers) uses that environment too
+BENCHMARKS = (e2e_runs, checkpoint_cost, event_latency, peers_compare, model_bound)
 
 
 def main() -> int:
