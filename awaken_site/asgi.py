@@ -12,14 +12,16 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from awaken_site.admission import with_admission  # noqa: E402
 from awaken_site.flow_control import with_flow_control  # noqa: E402
 from runs.a2a_server import with_a2a  # noqa: E402
 from runs.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        # streamed responses paced by what the client reads (daphne's send never waits)
-        "http": with_flow_control(with_a2a(django_asgi_app)),
+        # streamed responses paced by what the client reads (daphne's send never waits);
+        # a bounded number of requests in Django's views at once (awaken_site/admission.py)
+        "http": with_flow_control(with_a2a(with_admission(django_asgi_app))),
         "websocket": AllowedHostsOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),

@@ -172,14 +172,17 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # workers consume the default queue only (`-Q celery`).
 CELERY_TASK_ROUTES = {"runs.deliver_notifications": {"queue": "notifications"}}
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
-# The executor (docs/executor.md): one worker process holds up to AWAKEN_RUNS_IN_FLIGHT
-# runs at once, each on a thread of Celery's threads pool; what a run waits on (its model,
+# The executor (docs/executor.md): a run worker (`celery worker --pool threads`) holds up
+# to AWAKEN_RUNS_IN_FLIGHT runs at once, each on a thread; what a run waits on (its model,
 # a remote agent) is awaited on the process's one event loop, and it holds a database
 # connection only for a claim or a checkpoint. A process at its limit takes no task more
-# (prefetch 1 per slot): due runs wait for any process with room. `--pool` and
-# `--concurrency` on the command line still win.
+# (prefetch 1 per slot): due runs wait for any process with room. `--concurrency` on the
+# command line still wins. (The pool is named on the command line, not here: Celery
+# cannot tell an explicit `--pool prefork` from its default.)
 AWAKEN_RUNS_IN_FLIGHT = env_int("AWAKEN_RUNS_IN_FLIGHT", 256, minimum=1)
-CELERY_WORKER_POOL = "threads"
+# Requests a web process lets into Django's views at once (awaken_site/admission.py); the
+# rest wait on the event loop. 0: no limit.
+AWAKEN_WEB_CONCURRENT_VIEWS = env_int("AWAKEN_WEB_CONCURRENT_VIEWS", 16, minimum=0)
 CELERY_WORKER_CONCURRENCY = AWAKEN_RUNS_IN_FLIGHT
 # Celery's Django fix-up closes every database connection, and under prefork the whole
 # connection pool, before and after each task: a new PostgreSQL connection per run. This

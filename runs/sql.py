@@ -70,8 +70,9 @@ def update_returning(
 
 
 def release_connection() -> None:
-    """Give the connection back between the reads of a long-lived stream (closed when
-    CONN_MAX_AGE says so or when it broke); left alone inside an outer transaction
-    (tests)."""
-    if not connection.in_atomic_block:
+    """Give the connection back to the pool between the reads of a long-lived stream or
+    the checkpoints of a run (closed when CONN_MAX_AGE says so or when it broke); left
+    alone inside an outer transaction (tests) and on SQLite (no server to spare: closing
+    would only cost a reopen and a WAL checkpoint each time)."""
+    if not connection.in_atomic_block and connection.vendor != "sqlite":
         close_old_connections()
