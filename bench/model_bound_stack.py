@@ -109,7 +109,17 @@ def start_awaken(
     quiet = ["--loglevel", "WARNING", "--without-gossip", "--without-mingle"]
     worker = env.spawn(
         "mb-worker",
-        [*celery, "worker", "--queues", "celery", "--hostname", "bench-mb@%h", *quiet],
+        [
+            *celery,
+            "worker",
+            "--pool",
+            "threads",
+            "--queues",
+            "celery",
+            "--hostname",
+            "bench-mb@%h",
+            *quiet,
+        ],
         env=worker_env,
         ready=lambda p: worker_banner(p.log()) is not None,
         timeout=60,
