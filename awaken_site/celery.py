@@ -31,16 +31,22 @@ from django.utils.module_loading import import_string
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "awaken_site.settings")
 
 
-def _running_beat() -> bool:
-    """Whether this process is `celery … beat`. The `celery` command loads the app (`-A`)
-    while its group callback runs, when click already knows the subcommand; anything
-    else (no click, another entry point) counts as not beat, so gets the whole app."""
+def _running(subcommand: str) -> bool:
+    """Whether this process is `celery … <subcommand>`. The `celery` command loads the app
+    (`-A`) while its group callback runs, when click already knows the subcommand;
+    anything else (no click, another entry point) counts as neither."""
     click = sys.modules.get("click")  # never imported just to ask: Django processes lack it
     context = click.get_current_context(silent=True) if click is not None else None
-    return context is not None and context.invoked_subcommand == "beat"
+    return context is not None and context.invoked_subcommand == subcommand
 
 
-if _running_beat():
+if _running("worker"):
+    # A worker's checkpoint that waits for a connection has no client to answer: when the
+    # process is saturated it waits (a 503's 10 s would fail the step and redo it later,
+    # adding load). Read by the settings, which load after this.
+    os.environ.setdefault("DB_POOL_TIMEOUT", os.environ.get("DB_POOL_WORKER_TIMEOUT", "120"))
+
+if _running("beat"):
     app = Celery("awaken", fixups=[])
     app.config_from_object("django.conf:settings", namespace="CELERY")
 else:
