@@ -209,8 +209,9 @@ class OrmCheckpointStore:
         fields = self._record_fields(checkpoint.record, now)
         fields["started_at"] = Coalesce(F("started_at"), Value(fields["started_at"]))
         held = Run.objects.filter(pk=self.run_id)
-        if self.attempt is not None:
-            held = held.filter(attempt=self.attempt)
+        if self.attempt is not None:  # this claim, while it holds the lease (a sweep that
+            # took the run back for a late renewal cleared it: nothing more is written)
+            held = held.filter(attempt=self.attempt, lease_expires_at__isnull=False)
         with self.trace.checkpoint():
             delivered = self._commit(checkpoint, events, fields, held, now)
         release_connection()  # nothing is held while the run waits on its model next

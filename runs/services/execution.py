@@ -277,8 +277,8 @@ def run_fail(*, run_id: Any, attempt: int | None, message: str, given_up: bool =
     query = (
         Run.objects.select_for_update(no_key=True).filter(pk=run_id).exclude(status=Run.Status.DONE)
     )
-    if attempt is not None:
-        query = query.filter(attempt=attempt)
+    if attempt is not None:  # the caller's claim, still holding the lease
+        query = query.filter(attempt=attempt, lease_expires_at__isnull=False)
     run = query.first()
     if run is None:
         return False

@@ -252,13 +252,16 @@ class LeaseRenewer:
             return
         owned = Q()
         for lease in due:
-            owned |= Q(pk=lease.run_id, attempt=lease.attempt)
+            # the claim, unless the sweep took the run back (it clears the lease)
+            owned |= Q(pk=lease.run_id, attempt=lease.attempt, lease_expires_at__isnull=False)
         renewed = Run.objects.filter(owned).update(lease_expires_at=_lease_until())
         for lease in due:
             lease.renewed = now
         if renewed == len(due):
             return
-        rows = Run.objects.filter(pk__in=[lease.run_id for lease in due])
+        rows = Run.objects.filter(
+            pk__in=[lease.run_id for lease in due], lease_expires_at__isnull=False
+        )
         current = {str(pk): attempt for pk, attempt in rows.values_list("pk", "attempt")}
         for lease in due:
             if current.get(str(lease.run_id)) != lease.attempt:

@@ -51,6 +51,24 @@ def test_a_stale_worker_cannot_write_after_another_claimed_the_run():
 
 
 @pytest.mark.django_db
+def test_a_live_segment_the_sweep_took_back_writes_nothing_more():
+    """A segment whose renewal came late (a saturated worker): the sweep closed its
+    activation and made the run due; before any claim, the segment's own checkpoint is
+    refused, so the log never goes on after the interruption without a new run_start."""
+    run = run_start(agent=scripted_agent([{"text": "late"}]), messages="hi")
+    late = run_claim(run_id=run.pk, worker="w1")
+    expire_lease(run)
+    assert runs_sweep()["recovered"] == 1
+    with pytest.raises(LeaseLostError):
+        run_execute(run=late, worker="w1")
+    assert Message.objects.filter(thread=run.thread).count() == 1  # the input only
+    drive(run)
+    run.refresh_from_db()
+    assert run.status_reason == "natural"
+    assert_gap_free(run)
+
+
+@pytest.mark.django_db
 def test_sweep_recovers_a_dead_workers_run_and_gives_up_on_a_poison_run(settings):
     settings.AWAKEN_MAX_ATTEMPTS = 2
     run = run_start(agent=scripted_agent([{"text": "hello"}]), messages="hi")
