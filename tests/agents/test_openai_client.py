@@ -40,7 +40,6 @@ from runs.runtime.types import (
     ToolCall,
     ToolDescriptor,
 )
-from tests.processes import wait_for
 
 from .openai_server import (
     CallSpec,
@@ -443,7 +442,6 @@ def test_cancel_ends_a_stalled_stream_quickly(server: FakeOpenAIServer) -> None:
     elapsed = time.monotonic() - started
     assert elapsed < 1
     assert chunks == [TextChunk("Hel")]
-
 
 
 def test_calls_in_flight_take_no_thread_each(server: FakeOpenAIServer) -> None:
