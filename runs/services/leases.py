@@ -227,6 +227,9 @@ class LeaseRenewer:
             if not held:
                 continue
             try:
+                # the connection first: a round waiting on a busy pool must not hold up
+                # the segments that end meanwhile (they take `_round` to let go)
+                connection.ensure_connection()
                 with self._round:
                     self._watch(held, time.monotonic())
             except (OperationalError, InterfaceError):
