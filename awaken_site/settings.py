@@ -180,10 +180,6 @@ CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
 # command line still wins. (The pool is named on the command line, not here: Celery
 # cannot tell an explicit `--pool prefork` from its default.)
 AWAKEN_RUNS_IN_FLIGHT = env_int("AWAKEN_RUNS_IN_FLIGHT", 256, minimum=1)
-# Of those, how many compute a step at once (runs/runtime/gate.py): the others wait their
-# turn in the order they became ready, so a burst of model answers is worked off in order
-# instead of all together (which made every run wait for the whole burst, at every step).
-AWAKEN_RUN_STEPS_AT_ONCE = env_int("AWAKEN_RUN_STEPS_AT_ONCE", 4, minimum=1)
 # Requests a web process lets into Django's views at once (awaken_site/admission.py); the
 # rest wait on the event loop. 0: no limit.
 AWAKEN_WEB_CONCURRENT_VIEWS = env_int("AWAKEN_WEB_CONCURRENT_VIEWS", 16, minimum=0)

@@ -1,5 +1,4 @@
 from django.apps import AppConfig
-from django.conf import settings
 
 
 class RunsConfig(AppConfig):
@@ -13,6 +12,3 @@ class RunsConfig(AppConfig):
         # the tasks module imports the services and not the other way round. Imported
         # here because it loads the models, which only exist once the apps are ready.
         from runs import tasks  # noqa: F401, PLC0415
-        from runs.runtime.gate import step_gate  # noqa: PLC0415
-
-        step_gate.configure(settings.AWAKEN_RUN_STEPS_AT_ONCE)

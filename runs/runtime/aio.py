@@ -16,7 +16,6 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, TypeVar
 
-from .gate import step_gate
 from .ports import CancellationToken
 
 T = TypeVar("T")
@@ -75,11 +74,7 @@ def iterate(make: Callable[[], AsyncIterator[T]], cancel: CancellationToken) -> 
     forget = cancel.on_cancel(future.cancel)  # cancels the task on its loop
     try:
         while True:
-            try:
-                kind, value = items.get_nowait()
-            except queue.Empty:
-                with step_gate.released():  # other runs compute while this one waits
-                    kind, value = items.get()
+            kind, value = items.get()
             if kind == _ITEM:
                 yield value
             elif kind == _ERROR:

@@ -15,7 +15,6 @@ import jsonschema
 from . import events as ev
 from .agent import ResolvedAgent
 from .events import Event
-from .gate import step_gate
 from .identity import RunIdentity
 from .permissions import Behavior, primary_argument
 from .ports import CancellationToken, Tool, ToolCallContext
@@ -270,8 +269,7 @@ class ToolRunner:
             )
         )
         try:
-            with step_gate.released(first=True):  # a slow tool holds no other run up
-                result = tool.execute(dict(arguments), ctx)
+            result = tool.execute(dict(arguments), ctx)
         except Exception as exc:  # a failing tool is a failed call, not a failed run
             logger.exception("tool %s failed in run %s", call.name, self.identity.run_id)
             return ToolResult.error(call.name, f"Tool '{call.name}' failed: {exc}")

@@ -49,7 +49,6 @@ from runs.runtime.backends import (
     map_termination,
 )
 from runs.runtime.background import BACKGROUND_KEY
-from runs.runtime.gate import step_gate
 from runs.runtime.ports import (
     CancellationToken,
     LeaseLostError,
@@ -177,11 +176,7 @@ def run_execute(*, run: Run, worker: str) -> BackendRunResult:
 
 def run_advance(*, run_id: Any, worker: str | None = None) -> str:
     """The body of the `advance_run` task. Returns what happened, for logs and tests."""
-    with step_gate.held():  # waits its turn among the process's runs (runs/runtime/gate.py)
-        return _advance(run_id, worker or worker_identity())
-
-
-def _advance(run_id: Any, worker: str) -> str:
+    worker = worker or worker_identity()
     claimed = _claim(run_id, worker)
     release_connection()  # the segment takes one only for its checkpoints
     if claimed is None:
