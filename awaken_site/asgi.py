@@ -27,3 +27,10 @@ application = ProtocolTypeRouter(
         ),
     }
 )
+
+from django.urls import get_resolver  # noqa: E402
+
+from awaken_site import gc_tuning  # noqa: E402
+
+get_resolver().url_patterns  # noqa: B018  (loaded now rather than by the first request)
+gc_tuning.settle()

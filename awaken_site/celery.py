@@ -65,6 +65,7 @@ def preload_for_tasks(**kwargs: object) -> None:
     import_string(str(settings.CHANNEL_LAYERS["default"]["BACKEND"]))
     if settings.AWAKEN_METRICS_ADDR:  # this host's series, for Prometheus (docs/metrics.md)
         import_string("runs.metrics.serve_worker_metrics")(settings.AWAKEN_METRICS_ADDR)
+    import_string("awaken_site.gc_tuning.settle")()
 
 
 @worker_before_create_process.connect

@@ -183,6 +183,10 @@ AWAKEN_RUNS_IN_FLIGHT = env_int("AWAKEN_RUNS_IN_FLIGHT", 256, minimum=1)
 # Requests a web process lets into Django's views at once (awaken_site/admission.py); the
 # rest wait on the event loop. 0: no limit.
 AWAKEN_WEB_CONCURRENT_VIEWS = env_int("AWAKEN_WEB_CONCURRENT_VIEWS", 16, minimum=0)
+# Objects a server process allocates (net) before a young garbage collection (Python's
+# default is 700); what is alive after start-up is frozen out of collections
+# (awaken_site/gc_tuning.py). 0: the collector as Python sets it.
+AWAKEN_GC_GEN0 = env_int("AWAKEN_GC_GEN0", 20_000, minimum=0)
 CELERY_WORKER_CONCURRENCY = AWAKEN_RUNS_IN_FLIGHT
 # Celery's Django fix-up closes every database connection, and under prefork the whole
 # connection pool, before and after each task: a new PostgreSQL connection per run. This
