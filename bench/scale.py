@@ -66,6 +66,7 @@ from bench.scale_setup import (  # noqa: E402
     analyze,
     configure_django,
     database_names,
+    group_failures,
     prepare_big,
     prepare_empty,
     print_counts,
@@ -177,6 +178,7 @@ def load_reference(dbs: Databases, empty: Target) -> None:
     empty.loaded = scale_data.load(REFERENCE_SCALE, special_scale=REFERENCE_SCALE)
     use_database(dbs.empty)
     empty.loaded.stats = rebuild_stats()
+    group_failures()
     analyze()
     empty.connect()  # a fresh session after the load
 

@@ -166,6 +166,14 @@ def runs_filter_specs(api: bool, api_names: dict[str, str]) -> list[Spec]:
     return singles + [runs_spec(pair, api, api_names) for pair in combinations(UI_FILTERS, 2)]
 
 
+def largest_failure_group() -> str | None:
+    """The runs list filtered to the failure group with the most runs (None: no groups)."""
+    from runs.models import FailureGroup
+
+    group = FailureGroup.objects.order_by("-count").values_list("pk", flat=True).first()
+    return None if group is None else f"/runs/?failure_group={group}"
+
+
 def ui_list_specs() -> list[Spec]:
     """The other pages: the inbox, the audit log and threads lists, the big objects, the
     admin change lists of tickets and audit entries."""
@@ -181,10 +189,18 @@ def ui_list_specs() -> list[Spec]:
             lambda t: f"/runs/{t.fixtures['huge_run']}/",
         ),
         Spec(
+            "/runs/<id>/trace [20,000 events]",
+            False,
+            lambda t: f"/runs/{t.fixtures['huge_run']}/trace",
+        ),
+        Spec(
             "/threads/<id>/ [10,000 messages, 2,500 runs]",
             False,
             lambda t: f"/threads/{t.fixtures['big_thread']}/",
         ),
+        fixed("/failures/ (failure groups)", False, "/failures/"),
+        fixed("/failures/?state=all", False, "/failures/?state=all"),
+        Spec("/runs/ [the largest failure group]", False, lambda _t: largest_failure_group()),
         fixed("/admin/runs/ticket/ (change list)", False, "/admin/runs/ticket/"),
         fixed("/admin/common/auditentry/ (change list)", False, "/admin/common/auditentry/"),
     ]
@@ -227,6 +243,29 @@ def api_list_specs() -> list[Spec]:
     ]
 
 
+def sort_specs() -> list[Spec]:
+    """The runs list by duration, longest first (runs migration 0021's index): the first
+    page, a deep one, and with the filters that narrow its scan."""
+
+    def longest(kind: str) -> Callable[[Target], str | None]:
+        return lambda t: with_query(
+            "/runs/", {**filter_values(t, kind, api=False), "sort": "longest"}
+        )
+
+    return [
+        fixed("/runs/ [sort longest]", False, "/runs/?sort=longest"),
+        fixed(
+            f"/runs/ [sort longest, {DEEP_PAGES} pages deep]",
+            False,
+            "/runs/?sort=longest",
+            DEEP_PAGES,
+        ),
+        Spec("/runs/ [sort longest + agent]", False, longest("agent")),
+        Spec("/runs/ [sort longest + reason]", False, longest("reason")),
+        Spec("/runs/ [sort longest + range]", False, longest("range")),
+    ]
+
+
 def build_specs() -> list[Spec]:
     api_names = api_run_params()
     return [
@@ -234,6 +273,7 @@ def build_specs() -> list[Spec]:
         fixed("/dashboard/stats (live partial)", False, "/dashboard/stats"),
         fixed("/runs/ [first page]", False, "/runs/"),
         fixed(f"/runs/ [{DEEP_PAGES} pages deep]", False, "/runs/", DEEP_PAGES),
+        *sort_specs(),
         *runs_filter_specs(False, api_names),
         *ui_list_specs(),
         fixed("/api/v1/runs [first page]", True, "/api/v1/runs"),

@@ -22,6 +22,7 @@ VIEW = [
     ("runs", "view_replayset"),
     ("runs", "view_notificationchannel"),
     ("runs", "view_notificationrule"),
+    ("runs", "view_failuregroup"),
     ("common", "view_auditentry"),
     ("agents", "view_agent"),
     ("agents", "view_agentversion"),
@@ -38,6 +39,7 @@ OPERATE = [
     ("runs", "decide_ticket"),
     ("runs", "prioritize_run"),
     ("runs", "edit_pendinginput"),
+    ("runs", "change_failuregroup"),  # resolve, ignore, reopen
 ]
 CONFIGURE = [
     (app, f"{verb}_{model}")

@@ -1,5 +1,6 @@
 """Read-only admin for the run model: runs, messages and events change only through
-services, so that every change is checkpointed and evented."""
+services, so that every change is checkpointed and evented. Its raw tables are shown to
+superusers only (`RawTableAdmin`); the audit log to those who may read it."""
 
 from __future__ import annotations
 
@@ -102,6 +103,18 @@ class ReadOnlyAdmin(TeamScoped, admin.ModelAdmin):
         return False
 
 
+class RawTableAdmin(ReadOnlyAdmin):
+    """A raw table of the run model (runs, their events, messages, tool calls, tickets,
+    decisions, threads): superusers only. Staff read them on the product's pages (runs,
+    threads, approvals, audit), which explain them; the admin shows the rows as stored."""
+
+    def has_module_permission(self, request: Any) -> bool:
+        return bool(request.user.is_active and request.user.is_superuser)
+
+    def has_view_permission(self, request: Any, obj: Any = None) -> bool:
+        return bool(request.user.is_active and request.user.is_superuser)
+
+
 class MessageInline(admin.TabularInline):
     model = Message
     fields = ("seq", "role", "content", "tool_call_id", "produced_by_run", "step_index")
@@ -115,7 +128,7 @@ class MessageInline(admin.TabularInline):
 
 
 @admin.register(Thread)
-class ThreadAdmin(ReadOnlyAdmin):
+class ThreadAdmin(RawTableAdmin):
     team_path = "team"
     list_display = ("id", "title", "message_count", "open_run", "updated_at")
     list_select_related = ("open_run",)  # nullable: not joined by default
@@ -124,7 +137,7 @@ class ThreadAdmin(ReadOnlyAdmin):
 
 
 @admin.register(Message)
-class MessageAdmin(ReadOnlyAdmin):
+class MessageAdmin(RawTableAdmin):
     team_path = "thread__team"
     list_display = ("thread", "seq", "role", "tool_call_id", "produced_by_run", "created_at")
     list_select_related = ("thread", "produced_by_run")
@@ -144,7 +157,7 @@ class EventInline(admin.TabularInline):
 
 
 @admin.register(Run)
-class RunAdmin(ReadOnlyAdmin):
+class RunAdmin(RawTableAdmin):
     team_path = "agent__team"
     list_display = ("id", "agent", "status", "status_reason", "steps", "created_at", "finished_at")
     list_filter = ("status", ("agent", VisibleRelatedFilter))
@@ -154,14 +167,14 @@ class RunAdmin(ReadOnlyAdmin):
 
 
 @admin.register(ToolCall)
-class ToolCallAdmin(ReadOnlyAdmin):
+class ToolCallAdmin(RawTableAdmin):
     team_path = "run__agent__team"
     list_display = ("call_id", "tool_name", "status", "run", "updated_at")
     list_filter = ("status", "tool_name")
 
 
 @admin.register(Ticket)
-class TicketAdmin(ReadOnlyAdmin):
+class TicketAdmin(RawTableAdmin):
     team_path = "agent__team"
     list_display = (
         "id",
@@ -184,14 +197,14 @@ class TicketAdmin(ReadOnlyAdmin):
 
 
 @admin.register(Decision)
-class DecisionAdmin(ReadOnlyAdmin):
+class DecisionAdmin(RawTableAdmin):
     team_path = "ticket__agent__team"
     list_display = ("ticket", "action", "actor_label", "created_at")
     list_filter = ("action",)
 
 
 @admin.register(RunEvent)
-class RunEventAdmin(ReadOnlyAdmin):
+class RunEventAdmin(RawTableAdmin):
     team_path = "run__agent__team"
     list_display = ("run", "seq", "event_type", "created_at")
     list_filter = ("event_type",)

@@ -1,14 +1,13 @@
-"""Admin for schedules (docs/schedules.md): the form validates timing, time zone and
-message through the service; saving recomputes the next run; pause, resume and run now
+"""Admin for schedules (docs/schedules.md): the form (runs/schedule_forms.py, shared with
+the schedules pages) validates through the service; saving recomputes the next run and
+is audited by the service; pause, resume and run now
 are audited actions (run now also a button on the change page, with `runs.run_schedule`);
 the change page lists the schedule's last runs."""
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
-from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
@@ -16,89 +15,26 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
 from agents.admin.base import TeamAdmin, VisibleRelatedFilter
-from agents.selectors import agent_version_latest
 from common.access import frozen_teams
 from common.errors import ServiceError
 from runs.models import Run, Schedule
+from runs.schedule_forms import ScheduleForm, in_zone
+from runs.schedule_forms import timing as schedule_timing
 from runs.services.schedules import (
-    schedule_errors,
+    schedule_delete,
     schedule_pause,
-    schedule_plan,
     schedule_resume,
     schedule_run_now,
-    zone_for,
+    schedule_save,
 )
 
-FORM_FIELDS = (
-    "name",
-    "agent",
-    "message",
-    "kind",
-    "cron",
-    "interval_seconds",
-    "timezone",
-    "thread_policy",
-    "catch_up",
-    "priority",
-    "enabled",
-)
-# kept from the row when a change is saved: a firing may have set them meanwhile
-FIRING_FIELDS = ("thread_id", "last_run_id", "last_run_at", "last_outcome")
 RECENT_RUNS = 10
-UNITS = ((86400, "d"), (3600, "h"), (60, "min"), (1, "s"))
-
-
-class ScheduleForm(forms.ModelForm):
-    """Refuses an invalid cron expression, interval, time zone or message, and an agent
-    with no published version, with a message on the field to fix."""
-
-    class Meta:
-        model = Schedule
-        fields = FORM_FIELDS
-        widgets = {"message": forms.Textarea(attrs={"rows": 3})}
-
-    def clean(self) -> dict[str, Any]:
-        data = super().clean() or {}
-        candidate = Schedule(
-            **{name: data.get(name) for name in ("kind", "cron", "interval_seconds", "message")},
-            timezone=data.get("timezone") or "",
-        )
-        for field, message in schedule_errors(candidate).items():
-            if field in self.fields and field not in self.errors:
-                self.add_error(field, message)
-        agent = data.get("agent")
-        if agent is not None and agent_version_latest(agent) is None:
-            self.add_error(
-                "agent", f"Agent '{agent.slug}' has no published version: publish it first."
-            )
-        return data
-
-
-def every(seconds: int | None) -> str:
-    """An interval as shown: every 90 s, every 5 min, every 2 h."""
-    if not seconds:
-        return "every ? s"
-    for size, unit in UNITS:
-        if seconds % size == 0:
-            return f"every {seconds // size} {unit}"
-    return f"every {seconds} s"
 
 
 def run_link(run_id: Any) -> str:
     return format_html(
         '<a href="{}">{}</a>', reverse("runs:run-detail", args=[run_id]), str(run_id)
     )
-
-
-def in_zone(schedule: Schedule, moment: dt.datetime | None) -> str:
-    """A time as read in the schedule's time zone (with the zone's abbreviation)."""
-    if moment is None:
-        return "-"
-    try:
-        local = moment.astimezone(zone_for(schedule.timezone))
-    except ServiceError:
-        local = moment
-    return local.strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
 @admin.register(Schedule)
@@ -150,9 +86,7 @@ class ScheduleAdmin(TeamAdmin):
 
     @admin.display(description="when")
     def timing(self, obj: Schedule) -> str:
-        if obj.kind == Schedule.Kind.INTERVAL:
-            return every(obj.interval_seconds)
-        return f"cron {obj.cron}"
+        return schedule_timing(obj)
 
     @admin.display(description="next run", ordering="next_run_at")
     def next_run(self, obj: Schedule) -> str:
@@ -199,14 +133,11 @@ class ScheduleAdmin(TeamAdmin):
     # --- saving -----------------------------------------------------------------------------
 
     def save_model(self, request: Any, obj: Schedule, form: Any, change: bool) -> None:
-        if change:  # the admin's transaction: nothing fires this row until it commits
-            current = Schedule.objects.select_for_update().filter(pk=obj.pk).first()
-            for name in FIRING_FIELDS if current is not None else ():
-                setattr(obj, name, getattr(current, name))
-        else:
-            obj.created_by = request.user
-        schedule_plan(obj)
-        super().save_model(request, obj, form, change)
+        """Saved, planned and audited by the service, as the schedules pages do."""
+        schedule_save(obj, self._actor(request))
+
+    def delete_model(self, request: Any, obj: Schedule) -> None:
+        schedule_delete(obj, self._actor(request))
 
     # --- actions ----------------------------------------------------------------------------
 

@@ -38,6 +38,7 @@ from runs.services.events import (
     run_reserving_seqs,
     thread_projection,
 )
+from runs.services.failures import failure_record
 from runs.services.inbox import (
     background_cancel,
     background_record,
@@ -259,6 +260,7 @@ class OrmCheckpointStore:
                     tools = Counter()
                     if not self.replay:
                         notify_run_finished(run, checkpoint.record.error_payload)
+                        failure_record(run, checkpoint.record.error_payload, now=now)
                     metrics.run_finished(
                         checkpoint.record.agent_id,
                         run.status,

@@ -26,6 +26,7 @@ from .views.compare import RunCompareView
 from .views.forks import RunForksView, RunForkView
 from .views.replays import ReplayCancelView, ReplayDetailView, ReplayListView
 from .views.rules import TicketRuleProposalView
+from .views.run_bulk import RunBulkActionView
 from .views.stats import StatsView
 
 
@@ -63,6 +64,7 @@ urlpatterns = [
     # before runs/<str:run_id>, which "export.csv" would match
     path("runs/export.csv", exports.RunsCsvExportView.as_view(), name="api-runs-export"),
     path("runs/compare", RunCompareView.as_view(), name="api-runs-compare"),  # before it too
+    path("runs/bulk-action", RunBulkActionView.as_view(), name="api-runs-bulk-action"),  # and it
     path("runs/<str:run_id>", runs.RunDetailView.as_view(), name="api-run"),
     path("runs/<str:run_id>/export", exports.RunExportView.as_view(), name="api-run-export"),
     path("runs/<str:run_id>/cancel", runs.RunCancelView.as_view(), name="api-run-cancel"),

@@ -13,6 +13,7 @@ from runs.models.core import (
     Thread,
     ToolCall,
 )
+from runs.models.failures import FailureGroup, FailureGroupRun
 from runs.models.notifications import (
     NotificationChannel,
     NotificationCircuit,
@@ -21,6 +22,7 @@ from runs.models.notifications import (
     NotificationRule,
     NotificationSubscription,
 )
+from runs.models.preferences import OperatorPreference
 from runs.models.replays import ReplayItem, ReplaySet
 from runs.models.stats import HourlyStat, HourlyUsage
 from runs.models.teamwork import SavedView
@@ -32,6 +34,8 @@ __all__ = [
     "PRIORITY_VALIDATORS",
     "BackgroundTask",
     "Decision",
+    "FailureGroup",
+    "FailureGroupRun",
     "HourlyStat",
     "HourlyUsage",
     "Message",
@@ -41,6 +45,7 @@ __all__ = [
     "NotificationEvent",
     "NotificationRule",
     "NotificationSubscription",
+    "OperatorPreference",
     "PendingInput",
     "ReplayItem",
     "ReplaySet",

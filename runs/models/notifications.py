@@ -18,6 +18,10 @@ class NotificationEvent(models.TextChoices):
     TICKET_DEADLINE_NEAR = "ticket.deadline_near", "a ticket's deadline nears"
     RUN_FAILED = "run.failed", "a run fails"
     RUN_GIVEN_UP = "run.given_up", "a run is given up after repeated crashes"
+    FAILURE_GROUP_NEW = (
+        "failure_group.new",
+        "a new kind of failure appears (or a resolved one again)",
+    )
 
 
 class NotificationChannel(models.Model):

@@ -11,13 +11,13 @@ from typing import Any
 from django.conf import settings
 from django.core.cache import cache
 from django.db.models import Count, Q, QuerySet, Sum
-from django.db.models.fields.json import KT
 from django.utils import timezone
 from django.utils.http import urlencode
 
 from agents.models import AgentVersion, Model, ModelProvider, RemoteEndpoint
-from runs.models import DELEGATE_TICKET_PREFIX, HourlyStat, Run, Ticket
+from runs.models import DELEGATE_TICKET_PREFIX, FailureGroup, HourlyStat, Run, Ticket
 from runs.runtime.types import waiting_reason_from_status_reason
+from runs.selectors.failures import recent_failure_groups
 from runs.services import stats
 
 
@@ -27,7 +27,7 @@ class Dashboard:
     by_waiting_reason: dict[str, int]
     pending_tickets: int
     oldest_ticket: Ticket | None
-    recent_failures: list[Run]
+    recent_failures: list[FailureGroup]  # open failure groups, latest first
     hourly: list[dict[str, Any]]
     wait_buckets: list[dict[str, Any]]
     health: list[HealthRow] = field(default_factory=list)
@@ -62,17 +62,10 @@ def dashboard(
     finished = _of(HourlyStat.objects.filter(hour=stats.ALL_TIME), agent_ids)
     finished = finished.exclude(metric="run:open")
     by_status[Run.Status.DONE] = finished.aggregate(n=Sum("count"))["n"] or 0
-    failures: list[Run] = list(
-        _of(Run.objects.filter(status=Run.Status.DONE), agent_ids)
-        .filter(Q(status_reason__in=["error", "timeout"]) | Q(status_reason__startswith="stopped:"))
-        .select_related("agent")
-        .only("pk", "agent__slug", "status_reason", "finished_at")
-        .annotate(error_message=KT("error_payload__message"))  # the message, not the payload
-        .order_by("-finished_at")[:8]
-    )
-    for run in failures:  # cached and pushed to every dashboard: keep what is shown
-        message = getattr(run, "error_message", None) or ""
-        run.error_message = message[:ERROR_CHARS]  # type: ignore[attr-defined]
+    # the same failure once, with its count (runs/selectors/failures.py)
+    failures = recent_failure_groups(None if agent_ids is None else list(teams or ()))
+    for group in failures:  # cached and pushed to every dashboard: keep what is shown
+        group.sample_message = group.sample_message[:ERROR_CHARS]
     waits, pending = _wait_buckets(now, agent_ids)
     hourly, hourly_peak = _hourly(now, agent_ids)
     wait_peak = max(waits_peak(waits), 1)

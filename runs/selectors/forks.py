@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from django.db.models import QuerySet
 
 from runs.models import Message, Run
+from runs.wording import say, transcript_text
 
 PREVIEW_CHARS = 120
 # editable tool results the fork form offers (the API takes any tool message's seq)
@@ -86,8 +87,8 @@ def message_preview(message: Message) -> str:
     if message.role == Message.Role.ASSISTANT and message.tool_calls:
         calls = ", ".join(str(c.get("name", "?")) for c in message.tool_calls)
         text = message.text.strip()
-        return _short(f"assistant: {text + ' ' if text else ''}[calls {calls}]")
-    return _short(f"{message.role}: {message.text}")
+        return _short(f"{say('assistant', 'role')}: {text + ' ' if text else ''}[calls {calls}]")
+    return _short(f"{say(message.role, 'role')}: {transcript_text(message.text)}")
 
 
 def fork_boundaries(

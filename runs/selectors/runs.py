@@ -10,7 +10,7 @@ from django.db.models import Count, Exists, IntegerField, OuterRef, Q, QuerySet,
 from django.utils import timezone
 
 from agents.models import AgentVersion, Model
-from runs.models import Message, Run, RunEvent, Ticket
+from runs.models import FailureGroupRun, Message, Run, RunEvent, Ticket
 from runs.runtime.types import WaitingReason
 from runs.selectors.base import (
     PAGE_SIZE,
@@ -26,6 +26,8 @@ from runs.selectors.base import (
     seq_window,
     uuid_or_none,
 )
+from runs.selectors.failures import group_runs_page
+from runs.selectors.run_sort import LONGEST, longest_page
 from runs.selectors.waiting import LONGEST_WAITING, longest_waiting_page, runs_waiting
 
 # The waiting reasons (docs/run-model.md), as offered in filters.
@@ -46,7 +48,8 @@ class RunFilters:
     reason: str = ""
     waiting_tool: str = ""  # waiting on a pending ticket of this tool ...
     waiting_longer_than: int | None = None  # ... created more than this many minutes ago
-    sort: str = ""  # "" newest first, LONGEST_WAITING (with a waiting filter)
+    failure_group: str = ""  # the runs of a failure group (runs/models/failures.py)
+    sort: str = ""  # "" newest first, LONGEST_WAITING (with a waiting filter), LONGEST
     # the requesting user's teams' agents (runs.permissions.visible_agent_ids); None: all
     agent_ids: list[int] | None = None
 
@@ -69,6 +72,7 @@ class RunFilters:
                 self.provider,
                 self.endpoint,
                 self.reason,
+                self.failure_group,
             ]
         )
 
@@ -106,6 +110,10 @@ def run_list(*, filters: RunFilters, cursor: str | None = None, size: int = PAGE
     if filters.waiting_filter and filters.sort == LONGEST_WAITING:
         tool, minutes = filters.waiting_tool, filters.waiting_longer_than
         return longest_waiting_page(runs, tool, minutes, cursor, size)
+    if filters.sort == LONGEST:  # finished runs by duration (runs.selectors.run_sort)
+        return longest_page(runs, cursor, size)
+    if filters.failure_group:  # by the group's links (runs.selectors.failures)
+        return group_runs_page(runs, filters.failure_group, cursor, size)
     return keyset_page(runs, cursor, size)
 
 
@@ -134,6 +142,9 @@ def filter_runs(runs: QuerySet[Run], filters: RunFilters) -> QuerySet[Run]:
         runs = runs.filter(agent_version_id__in=versions)  # none: no query at all
     if filters.reason:
         runs = runs.filter(status_reason=filters.reason)
+    if filters.failure_group:  # its links, by (group, created_at): runs/models/failures.py
+        linked = FailureGroupRun.objects.filter(group_id=uuid_or_none(filters.failure_group))
+        runs = runs.filter(pk__in=linked.values("run_id"))
     if filters.since:
         runs = runs.filter(created_at__gte=filters.since)
     if filters.until:

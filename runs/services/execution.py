@@ -68,6 +68,7 @@ from runs.services.events import (
     events_append,
     run_identity,
 )
+from runs.services.failures import failure_record
 from runs.services.inbox import background_cancel, background_results
 from runs.services.leases import (
     LEASE_EXPIRED,
@@ -298,6 +299,7 @@ def run_fail(*, run_id: Any, attempt: int | None, message: str, given_up: bool =
     background_cancel(run, now)
     run.save()
     stats.run_finished(run)
+    failure_record(run, run.error_payload, now=now)  # its failure group (not for replays)
     metrics.run_ended(run)
     if run.run_mode != REPLAY_MODE:  # replays notify nobody
         notify_run(

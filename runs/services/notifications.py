@@ -305,6 +305,21 @@ def notify_run(run: Run, event: str, *, error: str | None = None) -> int:
     return _insert(_queue(event, f"run:{run.pk}", body, targets, timezone.now()))
 
 
+def notify_failure_group(
+    run: Run, group: dict[str, Any], *, subject: str, error: str | None = None
+) -> int:
+    """Queue failure_group.new about a group (`group`: its payload) that `run`'s failure
+    has just created, or reopened after it was resolved; in the transaction that ends the
+    run. `subject` is the group once (failure_group:<id>), or that time it failed again:
+    the outbox's uniqueness sends it once however often the transaction is retried."""
+    event = NotificationEvent.FAILURE_GROUP_NEW
+    targets = destinations(event, run.agent_id, None)
+    if not targets:
+        return 0
+    body = {"failure_group": group, "run": run_payload(run, error=error), "url": group["url"]}
+    return _insert(_queue(event, subject, body, targets, timezone.now()))
+
+
 def _is_replay(run: Run) -> bool:
     """Whether `run` is a replay, without a query for a row read without its mode (the
     checkpoint's: its store knows, and does not call us for replays)."""

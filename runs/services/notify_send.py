@@ -33,6 +33,7 @@ from agents.tools.builtin.web import PinnedConnection, parse_http_url, tls_conte
 from runs import metrics
 from runs.models import NotificationChannel, NotificationDelivery
 from runs.runtime.netguard import AddressRefusedError, vetted_addresses
+from runs.wording import run_status_text, say
 
 USER_AGENT = "awaken-ops-notify/1.0"
 SIGNATURE_HEADER = "X-Awaken-Signature"
@@ -43,6 +44,7 @@ TITLES = {
     "ticket.deadline_near": "Ticket deadline near",
     "run.failed": "Run failed",
     "run.given_up": "Run given up",
+    "failure_group.new": "New failure group",
 }
 
 
@@ -126,12 +128,22 @@ def summary(payload: dict[str, Any]) -> tuple[str, list[str]]:
             lines.append(f"Asks: {ticket['message']}")
         if ticket.get("deadline_at"):
             lines.append(
-                f"Deadline: {ticket['deadline_at']} (then: {ticket.get('default_action')})"
+                f"Deadline: {ticket['deadline_at']} "
+                f"(then {say(ticket.get('default_action'), 'default_action')})"
             )
+    elif group := payload.get("failure_group"):
+        again = " (failing again after it was resolved)" if group.get("regression") else ""
+        title = f"{TITLES.get(event, event)}: {group.get('title')}{again}"
+        lines.append(f"Where: {group.get('source') or 'the run itself'}")
+        if run.get("error"):
+            lines.append(f"Error: {run['error']}")
+        lines.append(f"Failures: {group.get('url')}")
     else:
         title = f"{TITLES.get(event, event)}: {agent}"
         if run.get("error"):
             lines.append(f"Error: {run['error']}")
+    if run.get("status"):  # in plain words (runs/wording.py); the payload keeps the values
+        lines.append(f"Status: {run_status_text(run['status'], run.get('status_reason'))}")
     lines.append(f"Run: {run.get('id')}")
     return title, lines
 
@@ -158,7 +170,7 @@ def slack_body(payload: dict[str, Any]) -> dict[str, Any]:
                     {
                         "type": "mrkdwn",
                         "text": f"<{_slack_escape(url)}|Open the run> · "
-                        f"{_slack_escape(str(payload.get('event', '')))}",
+                        f"{_slack_escape(TITLES.get(str(payload.get('event', '')), ''))}",
                     }
                 ],
             },

@@ -45,6 +45,7 @@ from common.audit import SYSTEM, Actor, audit_record
 from runs.models import (
     BackgroundTask,
     Decision,
+    FailureGroupRun,
     Message,
     PendingInput,
     Run,
@@ -351,6 +352,7 @@ def _delete_batch(
             batch.messages = _raw_delete(Message.objects.filter(thread_id__in=orphans))
             _raw_delete(BackgroundTask.objects.filter(run_id__in=ids))
             _raw_delete(PendingInput.objects.filter(thread_id__in=orphans))
+            _raw_delete(FailureGroupRun.objects.filter(run_id__in=ids))  # groups keep counts
             _clear_links(Run, ids, deleting={Run: ids, Thread: orphans})
             counted = stats.removal(ids)  # while the runs can still be read
             batch.runs = _raw_delete(Run.objects.filter(pk__in=ids))

@@ -29,9 +29,11 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterBadDateError, CroniterError, croniter
-from django.db import transaction
+from django.db import IntegrityError, transaction
+from django.forms.models import model_to_dict
 from django.utils import timezone
 
+from agents.selectors import agent_version_latest
 from common.audit import Actor, audit_record
 from common.errors import Frozen, IllegalTransition, InvalidInput, ServiceError
 from common.teams import ensure_writable
@@ -366,7 +368,8 @@ def schedule_run_now(schedule: Schedule, actor: Actor) -> Run:
 
 def _set_enabled(schedule: Schedule, actor: Actor, enabled: bool, now: dt.datetime) -> Schedule:
     with transaction.atomic():
-        current = Schedule.objects.select_for_update().get(pk=schedule.pk)
+        current = Schedule.objects.select_for_update().select_related("agent").get(pk=schedule.pk)
+        ensure_writable(current.agent.team_id)  # a frozen team's schedules stay as they are
         before = {"enabled": current.enabled, "next_run_at": current.next_run_at}
         current.enabled = enabled
         current.next_run_at = first_slot(current, now) if enabled else None
@@ -377,6 +380,7 @@ def _set_enabled(schedule: Schedule, actor: Actor, enabled: bool, now: dt.dateti
             action="schedule.resume" if enabled else "schedule.pause",
             target_type="schedule",
             target_id=current.pk,
+            team=current.agent.team_id,
             before=before,
             after={"enabled": enabled, "next_run_at": current.next_run_at},
         )
@@ -400,3 +404,85 @@ def schedule_plan(schedule: Schedule, now: dt.datetime | None = None) -> Schedul
     schedule.next_run_at = first_slot(schedule, now) if schedule.enabled else None
     schedule.updated_at = timezone.now()
     return schedule
+
+
+# --- configuration: the admin's form, the schedules pages (and the API) --------------------
+
+# kept from the row when a change is saved: a firing may have set them meanwhile
+FIRING_FIELDS = ("thread_id", "last_run_id", "last_run_at", "last_outcome")
+
+
+def schedule_config_errors(schedule: Schedule) -> dict[str, str]:
+    """What is wrong with a schedule about to be created or changed, by field name: its
+    timing, time zone and message (`schedule_errors`), and an agent never published. The
+    one validation of the admin's form, the schedules pages and the API."""
+    errors = schedule_errors(schedule)
+    agent = schedule.agent if schedule.agent_id else None
+    if agent is not None and agent_version_latest(agent) is None:
+        errors["agent"] = f"Agent '{agent.slug}' has no published version: publish it first."
+    return errors
+
+
+def schedule_snapshot(schedule: Schedule) -> dict[str, Any]:
+    """The schedule's fields as its audit entries record them."""
+    return model_to_dict(schedule)
+
+
+def schedule_save(schedule: Schedule, actor: Actor, now: dt.datetime | None = None) -> Schedule:
+    """Create (no row yet) or change a schedule as its form filled it: validated, its next
+    slot planned from now (none while paused), saved and audited (`schedule.create` /
+    `schedule.update`, seen by its agent's team) in one transaction. What a firing set
+    meanwhile (its thread, last run and outcome) is kept from the row. A frozen team's
+    schedule, before or after the change, is refused (Frozen)."""
+    errors = schedule_config_errors(schedule)
+    if errors:
+        raise InvalidInput(" ".join(errors.values()), {k: [v] for k, v in errors.items()})
+    creating = schedule._state.adding
+    with transaction.atomic():
+        current = None
+        if not creating:  # nothing fires this row until the change commits
+            current = (
+                Schedule.objects.select_for_update().select_related("agent").get(pk=schedule.pk)
+            )
+            ensure_writable(current.agent.team_id)
+            for name in FIRING_FIELDS:
+                setattr(schedule, name, getattr(current, name))
+        elif schedule.created_by_id is None:
+            schedule.created_by = actor.user_or_none
+        ensure_writable(schedule.agent.team_id)
+        schedule_plan(schedule, now)
+        try:
+            with transaction.atomic():
+                schedule.save()
+        except IntegrityError:
+            raise InvalidInput(
+                f"A schedule named {schedule.name!r} exists already: choose another name.",
+                {"name": [schedule.name]},
+            ) from None
+        audit_record(
+            actor=actor,
+            action="schedule.create" if creating else "schedule.update",
+            target_type="schedule",
+            target_id=schedule.pk,
+            team=schedule.agent.team_id,
+            before=schedule_snapshot(current) if current is not None else None,
+            after=schedule_snapshot(schedule),
+        )
+    return schedule
+
+
+def schedule_delete(schedule: Schedule, actor: Actor) -> None:
+    """Delete a schedule (its runs stay, no longer linked to it); audited. Refused while
+    its agent's team is frozen."""
+    with transaction.atomic():
+        current = Schedule.objects.select_for_update().select_related("agent").get(pk=schedule.pk)
+        ensure_writable(current.agent.team_id)
+        audit_record(
+            actor=actor,
+            action="schedule.delete",
+            target_type="schedule",
+            target_id=current.pk,
+            team=current.agent.team_id,
+            before=schedule_snapshot(current),
+        )
+        current.delete()

@@ -15,6 +15,8 @@ from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html, format_html_join
 from django.utils.timesince import timesince, timeuntil
 
+from runs import wording
+from runs.models import OperatorPreference
 from runs.runtime.tool_batch import PERMISSION_ACTION
 from runs.runtime.types import ToolCallResumeMode
 
@@ -51,22 +53,13 @@ def duration(value: dt.timedelta | None) -> str:
     return f"{hours} h {minutes} min"
 
 
-# Waiting reasons (runs.runtime.status.WaitingReason, and the status reasons behind some)
-# as an operator reads them; the others are shown as they are.
-WAITING_LABELS = {
-    "tool_permission": "Waiting for a decision on a tool call",
-    "user_input": "Waiting for user input",
-    "background_tasks": "Waiting for background tasks",
-    "awaiting_tasks": "Waiting for background tasks",
-    "rate_limit": "Waiting: rate limited",
-    "manual_pause": "Paused by an operator",
-    "external_event": "Waiting for an external event",
-}
+# Waiting reasons as an operator reads them: runs/wording.py, the one table of wording.
+WAITING_LABELS = wording.WAITING_LABELS
 
 
 @register.filter
 def waiting_label(value: Any) -> str:
-    return WAITING_LABELS.get(str(value or ""), str(value or ""))
+    return wording.waiting_label(value)
 
 
 # A background task's status as a badge, in the colours of the run statuses.
@@ -99,7 +92,8 @@ def event_summary(event: dict[str, Any]) -> str:
         return f"{event.get('name')}({compact_json(event.get('arguments'))[:160]})"
     if kind == "tool_call_done":
         result = event.get("result") or {}
-        return f"{event.get('id')} {event.get('outcome')}: {str(result.get('message') or compact_json(result.get('data')))[:160]}"
+        outcome = wording.say(event.get("outcome"), "outcome")
+        return f"{event.get('id')} {outcome}: {str(result.get('message') or compact_json(result.get('data')))[:160]}"
     if kind == "tool_call_resumed":
         return f"{event.get('target_id')}: {compact_json(event.get('result'))[:160]}"
     if kind == "inference_complete":
@@ -107,10 +101,13 @@ def event_summary(event: dict[str, Any]) -> str:
         return f"{event.get('model')} · {event.get('duration_ms')} ms · {usage.get('total_tokens', '–')} tokens"
     if kind == "run_finish":
         termination = event.get("termination") or {}
-        return f"{termination.get('type')} {compact_json(termination.get('value')) if termination.get('value') is not None else ''}".strip()
+        value = termination.get("value")
+        said = wording.say(termination.get("type"), "termination")
+        return f"{said} {compact_json(value) if value is not None else ''}".strip()
     if kind == "ticket_decided":
         decision = event.get("decision") or {}
-        return f"{event.get('tool_name')}: {decision.get('action')} by {decision.get('actor')}"
+        action = wording.say(decision.get("action"), "decision")
+        return f"{event.get('tool_name')}: {action} by {decision.get('actor')}"
     if kind == "error":
         return str(event.get("message", ""))
     if kind == "input_delivered":
@@ -121,7 +118,8 @@ def event_summary(event: dict[str, Any]) -> str:
             for block in message.get("content") or []
             if isinstance(block, dict)
         )
-        return f"{event.get('mode')} input at {event.get('boundary')}: {text[:160]}"
+        mode = wording.say(event.get("mode"), "input_mode")
+        return f"{mode} input {wording.say(event.get('boundary'), 'boundary')}: {text[:160]}"
     if kind == "tool_call_start":
         return f"{event.get('name')} ({event.get('id')})"
     if kind == "background_task_started":
@@ -171,18 +169,43 @@ def short_age(delta: dt.timedelta) -> str:
     return f"{days} d {hours} h" if hours else f"{days} d"
 
 
-def _time_text(moment: dt.datetime, style: str, local: dt.datetime, absolute: str) -> str:
-    """`moment` in `style`; `local` is it in the site's time zone, `absolute` its
-    absolute_time (a timeline renders hundreds: each is worked out once)."""
+# How a person chose to see moments (runs.models.OperatorPreference): relative ("3 minutes
+# ago"), absolute in their browser's time zone (static/js/time_display.js rewrites the
+# text; without JavaScript the site's zone, named), or absolute in UTC. It applies to the
+# styles that show a moment ("at", "ago") and, for local and UTC, to the time of day
+# ("clock", "hms"); lengths of time ("age", "short", "until") read the same in any zone.
+RELATIVE, LOCAL, UTC = "relative", "local", "utc"
+TIME_DISPLAYS = (RELATIVE, LOCAL, UTC)
+MOMENT_STYLES = ("at", "ago")
+CLOCK_STYLES = ("clock", "hms")
+
+
+def relative_time(moment: dt.datetime, now: dt.datetime | None = None) -> str:
+    """A moment relative to now: "3 minutes ago", or "in 3 minutes" if still to come."""
+    now = now or timezone.now()
+    if moment > now:
+        return f"in {timeuntil(moment, now)}"
+    return f"{timesince(moment, now)} ago"
+
+
+def _time_text(
+    moment: dt.datetime, style: str, local: dt.datetime, absolute: str, display: str = RELATIVE
+) -> str:
+    """`moment` in `style` as `display` shows it; `local` is it in the site's time zone,
+    `absolute` its absolute_time (a timeline renders hundreds: each is worked out once)."""
+    if display == UTC and style in MOMENT_STYLES + CLOCK_STYLES:
+        local = moment.astimezone(dt.UTC)
+        if style in MOMENT_STYLES:
+            return _absolute(local)
     if style == "clock":
         return local.strftime("%H:%M:%S.%f")[:12]
     if style == "hms":
         return local.strftime("%H:%M:%S")
-    if style not in ("ago", "age", "short", "until"):
+    if style in MOMENT_STYLES:
+        return relative_time(moment) if display == RELATIVE else absolute
+    if style not in ("age", "short", "until"):
         return absolute
     now = timezone.now()
-    if style == "ago":
-        return f"{timesince(moment, now)} ago"
     if style == "age":
         return timesince(moment, now)
     if style == "short":
@@ -190,24 +213,61 @@ def _time_text(moment: dt.datetime, style: str, local: dt.datetime, absolute: st
     return f"in {timeuntil(moment, now)}" if moment > now else "overdue"
 
 
-@register.simple_tag
-def when(value: Any, style: str = "at", empty: str = "–") -> str:
-    """`{% when t.created_at "ago" %}`: a time as a <time> element whose title is its
-    absolute value (hover shows it) and whose datetime attribute is its ISO form. Styles:
-    "at" (absolute, the default), "ago" ("3 minutes ago"), "age" ("3 minutes", how long
-    since), "short" ("3 min"), "until" ("in 3 minutes" or "overdue"), "clock"
-    ("14:03:22.120") and "hms" ("14:03:22"). No time renders `empty`, escaped."""
+def time_display_of(request: Any) -> str:
+    """The time display `request`'s user chose (RELATIVE without a choice or a user),
+    read once per request."""
+    if request is None:
+        return RELATIVE
+    known = getattr(request, "_time_display", None)
+    if known is not None:
+        return str(known)
+    user = getattr(request, "user", None)
+    display = RELATIVE
+    if user is not None and user.is_authenticated:
+        chosen = (
+            OperatorPreference.objects.filter(user_id=user.pk)
+            .values_list("time_display", flat=True)
+            .first()
+        )
+        display = chosen if chosen in TIME_DISPLAYS else RELATIVE
+    request._time_display = display
+    return display
+
+
+@register.simple_tag(takes_context=True)
+def time_display(context: Any) -> str:
+    """`{% time_display %}`: the page's time display (relative, local or utc)."""
+    return time_display_of(context.get("request"))
+
+
+def time_html(value: Any, style: str = "at", empty: str = "–", display: str = RELATIVE) -> str:
+    """The <time> element `when` renders, for a given display (a row rendered once for
+    every viewer, such as a live timeline row, uses RELATIVE: the page's script shows it
+    as its viewer chose)."""
     moment = _moment(value)
     if moment is None:
         return format_html("{}", empty)
     local = timezone.localtime(moment)
     absolute = _absolute(local)
     return format_html(
-        '<time datetime="{}" title="{}">{}</time>',
+        '<time data-time="{}" data-shown="{}" datetime="{}" title="{}">{}</time>',
+        style,
+        display,
         moment.isoformat(),
         absolute,
-        _time_text(moment, style, local, absolute),
+        _time_text(moment, style, local, absolute, display),
     )
+
+
+@register.simple_tag(takes_context=True)
+def when(context: Any, value: Any, style: str = "at", empty: str = "–") -> str:
+    """`{% when t.created_at "ago" %}`: a time as a <time> element whose title is its
+    absolute value (hover shows it) and whose datetime attribute is its ISO form. Styles:
+    "at" (a moment), "ago" (a moment, "3 minutes ago" in the relative display), "age"
+    ("3 minutes", how long since), "short" ("3 min"), "until" ("in 3 minutes" or
+    "overdue"), "clock" ("14:03:22.120") and "hms" ("14:03:22"). The viewer's time display
+    (time_display_of) decides how moments read. No time renders `empty`, escaped."""
+    return time_html(value, style, empty, time_display_of(context.get("request")))
 
 
 # --- what a waiting run waits for ----------------------------------------------------------------
@@ -253,7 +313,7 @@ EVENT_ROW = (
     '<div class="ev" id="ev-{}" data-seq="{}">\n'
     '  <span class="mono muted">{}</span>\n'
     '  <span class="mono small muted">{}</span>\n'
-    "  <details><summary><b>{}</b> "
+    '  <details><summary><b title="{}">{}</b> '
     '<span class="small">{}</span></summary><pre>{}</pre></details>\n'
     "</div>\n"
 )
@@ -271,8 +331,9 @@ def event_row(event: dict[str, Any]) -> str:
         seq,
         seq,
         seq,
-        when(event.get("created_at", ""), "clock"),
+        time_html(event.get("created_at", ""), "clock"),
         event.get("event_type", ""),
+        wording.say(event.get("event_type", ""), "event"),
         event_summary(event),
         pretty_json(event),
     )

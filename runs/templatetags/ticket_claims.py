@@ -64,7 +64,7 @@ def ticket_who(
         parts.append(
             format_html('<span class="small nowrap" data-assignee>assigned to {}</span>', assignee)
         )
-    elif not claim:
+    elif not claim and not decide:  # a decider reads "nobody" in the assign select
         parts.append('<span class="muted small">nobody</span>')
     if decide:
         disabled = " disabled" if getattr(ticket, "frozen_team", None) else ""

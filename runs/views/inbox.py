@@ -10,7 +10,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib import messages
 from django.db import transaction
-from django.http import HttpRequest, HttpResponse, QueryDict
+from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -18,6 +18,7 @@ from django.views.decorators.http import require_POST
 
 from common.access import allowed_unfrozen, frozen_teams_among
 from common.errors import InvalidInput, ServiceError
+from common.models import Team
 from runs import selectors
 from runs.models import Ticket
 from runs.permissions import (
@@ -25,6 +26,7 @@ from runs.permissions import (
     VIEW,
     VIEW_TICKET,
     capabilities,
+    denied,
     may_see,
     require,
     visible_agent_ids,
@@ -40,6 +42,7 @@ from runs.services.bulk import bulk_guard
 from runs.services.claims import deciders
 from runs.services.tickets import decision_submit
 from runs.templatetags.runs_extras import short_id
+from runs.ticket_forms import parse_answer
 from runs.views.actions import actor_for
 from runs.views.forms import (
     NUL,
@@ -51,9 +54,11 @@ from runs.views.forms import (
 )
 from runs.views.htmx import is_htmx
 from runs.views.saved_views import saved_views_context
-from runs.wording import DECISION_DONE
+from runs.wording import DECISION_DONE, decision_done
 
 BULK_ACTIONS = {action: DECISION_DONE[action].lower() for action in ("approve", "reject")}
+# what a row's own buttons do: Approve, Reject, and Answer for a question
+ROW_ACTIONS = {action: DECISION_DONE[action].lower() for action in ("approve", "reject", "respond")}
 MAX_BULK = 500
 RESPOND_ONLY = ToolCallResumeMode.USE_DECISION_AS_TOOL_RESULT.value
 
@@ -101,6 +106,11 @@ class InboxFilters:
         return query.urlencode()
 
     @property
+    def query_suffix(self) -> str:
+        """The query string of the filters, "?agent=…", or nothing."""
+        return f"?{self.query}" if self.query else ""
+
+    @property
     def active(self) -> bool:
         return bool(self.agent or self.tool or self.waiting_longer_than is not None or self.who)
 
@@ -124,7 +134,7 @@ class BulkResult:
 
     @property
     def verb(self) -> str:
-        return BULK_ACTIONS[self.action]
+        return ROW_ACTIONS[self.action]
 
     @property
     def summary(self) -> str:
@@ -174,9 +184,16 @@ def inbox_list_context(request: HttpRequest, filters: InboxFilters) -> dict[str,
     requests = selectors.ticket_requests(page.items)  # one query for the page's tickets
     # a frozen team's rows show the freeze (the run's agent is read with the ticket)
     frozen = frozen_teams_among(request.user, [ticket.run.agent for ticket in page.items])
+    # the teams that require a reason to reject: the row's Reject asks for it inline
+    team_ids = {ticket.run.agent.team_id for ticket in page.items}
+    reasons = dict(
+        Team.objects.filter(pk__in=team_ids, reason_required=True).values_list("pk", "name")
+    )
     for ticket in page.items:
         ticket.request_text = requests.get(ticket.pk, "")
         ticket.frozen_team = frozen.get(ticket.run.agent.team_id)
+        ticket.reason_required = ticket.run.agent.team_id in reasons
+        ticket.team_name = reasons.get(ticket.run.agent.team_id, "")
     return {
         "tickets": page.items,
         "next_cursor": page.next_cursor,
@@ -372,3 +389,52 @@ def _confirmation(
     # without JavaScript: the whole page with the confirmation on top
     context = {**_page_context(request, filters), "confirm": confirm}
     return render(request, "runs/inbox.html", context)
+
+
+# --- one row's own buttons --------------------------------------------------------------------
+
+
+def row_error(request: HttpRequest, error: FormError, ticket_id: Any) -> HttpResponse:
+    """A row decision refused: the error inside that row's form (htmx: the list swapped
+    into #inbox-list), the answer or reason kept; without JavaScript, the inbox page."""
+    filters = InboxFilters.from_params(request.GET)
+    if is_htmx(request):
+        context = inbox_list_context(request, filters)
+        response = render_form_error(request, "runs/partials/inbox_list.html", context, error)
+        response["HX-Retarget"] = "#inbox-list"
+        response["HX-Reswap"] = "innerHTML"
+        return response
+    return render_form_error(request, "runs/inbox.html", _page_context(request, filters), error)
+
+
+@require_POST
+@page_action(row_error)
+@require(DECIDE, "decide tickets")
+def row_decide(request: HttpRequest, ticket_id: Any) -> HttpResponse:
+    """Approve, reject or answer one ticket from its inbox row, through the decide service
+    with the teams' guards of the inbox (a frozen team, a required reason); the list comes
+    back with the outcome above it (htmx), or the inbox page with it as a message. The
+    list's filters are in the query string."""
+    filters = InboxFilters.from_params(request.GET)
+    action = request.POST.get("action", "")
+    if action not in ROW_ACTIONS:
+        raise InvalidInput("Choose approve, reject or answer.", {"field": "action"})
+    ticket = _found(request, [ticket_id]).get(ticket_id)
+    if ticket is None:  # unknown, or another team's: the same answer
+        raise Http404("No such ticket: it may have been removed.")
+    refused = denied(request, DECIDE, ticket.run, "decide tickets in this team")
+    if refused is not None:
+        return refused
+    comment = request.POST.get("comment", "").strip()
+    payload = parse_answer(request.POST.get("answer", "")) if action == "respond" else None
+    bulk_guard([ticket], action, comment, confirmed=True)  # one ticket: nothing to confirm
+    with transaction.atomic():
+        decision_submit(
+            ticket=ticket, action=action, payload=payload, comment=comment, actor=actor_for(request)
+        )
+    result = BulkResult(action=action, done=[ticket])
+    if is_htmx(request):
+        context = {**inbox_list_context(request, filters), "result": result}
+        return render(request, "runs/partials/inbox_list.html", context)
+    messages.success(request, decision_done(action, ticket.tool_name))
+    return redirect(inbox_url(filters))

@@ -9,10 +9,12 @@ from typing import Any
 from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import render
 
-from common.access import visible_teams
+from common.access import allowed_unfrozen, visible_teams
 from runs import selectors
 from runs.models import DEFAULT_PRIORITY, PendingInput, Run, Ticket
 from runs.permissions import (
+    CANCEL,
+    RETRY,
     START,
     VIEW,
     VIEW_THREAD,
@@ -30,12 +32,14 @@ from runs.selectors.filters import (
     QueryFilters,
     filter_errors_context,
 )
+from runs.selectors.run_sort import LONGEST
 from runs.selectors.waiting import LONGEST_WAITING
 from runs.views.control import input_modes, inputs_context
 from runs.views.forms import filter_page
 from runs.views.saved_views import saved_views_context
+from runs.views.thread_tickets import thread_tickets_context
 
-RUN_SORTS = ("newest", LONGEST_WAITING)  # "" is newest first too
+RUN_SORTS = ("newest", LONGEST_WAITING, LONGEST)  # "" is newest first too
 RUNS_PAGE = selectors.PAGE_SIZE
 
 
@@ -54,6 +58,7 @@ def read_run_filters(params: QueryDict) -> tuple[selectors.RunFilters, dict[str,
         provider=read.text("provider", "Provider", max_chars=SLUG_MAX_CHARS),
         endpoint=read.text("endpoint", "Endpoint", max_chars=SLUG_MAX_CHARS),
         reason=read.text("reason", "Reason", max_chars=REASON_MAX_CHARS),
+        failure_group=read.ident("failure_group", "Failure group"),
         waiting_tool=read.text("waiting_tool", "Waiting on tool", max_chars=NAME_MAX_CHARS),
         waiting_longer_than=read.minutes("waiting_longer_than", "for longer than"),
         sort=read.choice("sort", "Sort", RUN_SORTS),
@@ -80,9 +85,10 @@ def run_list_response(request: HttpRequest) -> HttpResponse:
     return render(request, "runs/run_list.html", context, status=status)
 
 
-def run_list_context(request: HttpRequest) -> dict[str, Any]:
-    """What the runs list shows for the filters of `request.GET`."""
-    params = request.GET
+def run_list_context(request: HttpRequest, params: QueryDict | None = None) -> dict[str, Any]:
+    """What the runs list shows for the filters of `params` (`request.GET` by default; a
+    bulk action's form sends the list's query along)."""
+    params = request.GET if params is None else params
     filters, problems = read_run_filters(params)
     read = QueryFilters(params)
     cursor = read.cursor()
@@ -93,18 +99,26 @@ def run_list_context(request: HttpRequest) -> dict[str, Any]:
     selectors.list_row_extras(page.items)  # what each row waits on, its children: one query
     query = params.copy()
     query.pop("cursor", None)
+    sort_query = query.copy()  # the column headers' sort links set their own
+    sort_query.pop("sort", None)
     return {
         "nav": "runs",
         "page": page,
         "filters": filters,
         "params": params,
         "query": query.urlencode(),
+        "sort_query": sort_query.urlencode(),
         "first_page": page.first,
         "statuses": Run.Status.values,
         "waiting_reasons": selectors.WAITING_REASONS,
         "agents": agents,
         "tools": tools,
         "longest_waiting": LONGEST_WAITING,
+        "longest": LONGEST,
+        "can_bulk": {  # offered where the role allows it (a frozen team's runs: refused)
+            "cancel": allowed_unfrozen(request.user, CANCEL),
+            "retry": allowed_unfrozen(request.user, RETRY),
+        },
         **filter_errors_context(problems),
         **saved_views_context(request, "runs"),
         # set from the dashboard's health panel; kept when the form is resubmitted
@@ -114,6 +128,7 @@ def run_list_context(request: HttpRequest) -> dict[str, Any]:
                 ("provider", params.get("provider", "")),
                 ("endpoint", params.get("endpoint", "")),
                 ("reason", params.get("reason", "")),
+                ("failure_group", params.get("failure_group", "")),
             ]
             if value
         ],
@@ -210,6 +225,8 @@ def thread_page_context(request: HttpRequest, thread_id: Any) -> dict[str, Any]:
         # run control: the composer's modes, the pending-input panel
         **inputs_context(thread, can, open_run),
         "input_modes": input_modes(open_run, can),
+        # the open run's tickets, decided on the page (runs/views/thread_tickets.py)
+        **thread_tickets_context(request, open_run),
         "mode": PendingInput.Mode.QUEUE,
         "priority": DEFAULT_PRIORITY,
     }

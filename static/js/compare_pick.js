@@ -18,7 +18,9 @@
     });
     go.disabled = picked.length !== 2;
     const count = document.querySelector("[data-compare-count]");
-    if (count) { count.textContent = picked.length + " of 2 ticked"; }
+    if (count) {  // the same boxes choose runs for the bulk actions: any number
+      count.textContent = picked.length > 2 ? "tick exactly two to compare" : picked.length + " of 2 ticked";
+    }
   }
 
   document.addEventListener("change", function (event) {

@@ -155,6 +155,7 @@
       refreshInto("run-transcript", page.dataset.transcriptUrl);
       if (ticketsDue) { refreshInto("run-tickets", page.dataset.ticketsUrl); ticketsDue = false; }
       live.textContent = "";
+      page.dispatchEvent(new CustomEvent("awaken:run-changed"));  // the trace tab (run_trace.js)
     }, 150);
 
     const refreshClaims = debounce(function () {

@@ -101,6 +101,10 @@ def replay(side: Side) -> dict[str, Any]:
     return {"set_id": side.replay.pk}
 
 
+def failure(side: Side) -> dict[str, Any]:
+    return {"group_id": side.failure.pk}
+
+
 def agent_slug(side: Side) -> list[str]:
     return [side.agent.slug]
 
@@ -128,6 +132,47 @@ def ticket_id_str(side: Side) -> str:
 
 def thread_id_str(side: Side) -> str:
     return str(side.thread.pk)
+
+
+def schedule(side: Side) -> dict[str, Any]:
+    return {"schedule_id": side.schedule.pk}
+
+
+def schedule_body(side: Side) -> dict[str, Any]:
+    return {
+        "name": f"matrix {side.slug} schedule",
+        "agent": side.agent.pk,
+        "message": "report",
+        "kind": "interval",
+        "interval_seconds": "600",
+        "timezone": "UTC",
+        "thread_policy": "new",
+        "catch_up": "skip",
+        "priority": "128",
+        "enabled": "on",
+    }
+
+
+def route(side: Side) -> dict[str, Any]:
+    return {"rule_id": side.rule.pk}
+
+
+def channel(side: Side) -> dict[str, Any]:
+    return {"channel_id": side.rule.channel_id}
+
+
+CHANNELS = (
+    "channels belong to no team: site-wide admins only, everyone else 403 "
+    "(tests/runs/test_config_pages.py)"
+)
+
+
+def route_row(side: Side) -> str:
+    return f'data-route="{side.rule.pk}"'
+
+
+def route_body(side: Side) -> dict[str, Any]:
+    return {"channel": side.rule.channel_id, "agent": side.agent.pk, "enabled": "on"}
 
 
 def team_slug(side: Side) -> dict[str, Any]:
@@ -209,6 +254,9 @@ ENTRIES: dict[str, Entry] = {
     "runs:tokens": _page(LIST),
     "runs:notifications": _page(LIST),
     "runs:replays": _page(LIST, shows=lambda side: str(side.replay.pk)),
+    "runs:failures": _page(
+        LIST, query=lambda side: {"state": "all"}, shows=lambda side: str(side.failure.pk)
+    ),
     "runs:run-compare": _page(LOOKUP, query=lambda side: {"a": side.run.pk, "b": side.run.pk}),
     "runs:replay-preview": _page(LOOKUP, query=lambda side: {"agent_id": side.agent.slug}),
     # --- pages: one run, ticket, thread, input, replay ------------------------------------
@@ -219,12 +267,15 @@ ENTRIES: dict[str, Entry] = {
     "runs:run-tickets": _page(DETAIL, run),
     "runs:run-transcript": _page(DETAIL, run),
     "runs:run-timeline": _page(DETAIL, run),
+    "runs:run-trace": _page(DETAIL, run),
+    "runs:run-trace-events": _page(DETAIL, run),
     "runs:run-fork-form": _page(DETAIL, run),
     "runs:run-cancel": _page(ACTION, run, POST),
     "runs:run-retry": _page(ACTION, run, POST),
     "runs:run-fork": _page(ACTION, run, POST),
     "runs:run-priority": _page(ACTION, run, POST, body=lambda side: {"priority": "1"}),
     "runs:ticket-decide": _page(ACTION, ticket, POST),
+    "runs:inbox-decide": _page(ACTION, ticket, POST, body=lambda side: {"action": "approve"}),
     "runs:ticket-edit-preview": _page(ACTION, ticket, GET_POST),
     "runs:ticket-claim": _page(ACTION, ticket, POST),
     "runs:ticket-release": _page(ACTION, ticket, POST),
@@ -248,9 +299,13 @@ ENTRIES: dict[str, Entry] = {
     "runs:inbox-policy": _page(
         LOOKUP, none, POST, body=lambda side: {"ticket": [side.ticket.pk], "action": "approve"}
     ),
+    "runs:run-bulk": _page(  # per-run outcomes: beta's run is "no such run", nothing done
+        LOOKUP, none, POST, body=lambda side: {"run": [side.run.pk], "action": "cancel"}
+    ),
     "runs:replay-detail": _page(DETAIL, replay),
     "runs:replay-table": _page(DETAIL, replay),
     "runs:replay-cancel": _page(ACTION, replay, POST, who="admin"),
+    "runs:failure-state": _page(ACTION, failure, POST, body=lambda side: {"action": "ignore"}),
     # --- pages: a user's own objects ------------------------------------------------------
     "runs:saved-view-save": _page(
         SELF,
@@ -258,6 +313,13 @@ ENTRIES: dict[str, Entry] = {
         POST,
         body=lambda side: {"name": "x"},
         reason="saves the caller's own view; names no other object",
+    ),
+    "runs:time-display": _page(
+        SELF,
+        none,
+        POST,
+        body=lambda side: {"time_display": "utc"},
+        reason="sets the caller's own time display; names no other object",
     ),
     "runs:saved-view-delete": _page(OWN, lambda side: {"view_id": side.saved_view.pk}, POST),
     "runs:notification-unsubscribe": _page(
@@ -321,6 +383,13 @@ ENTRIES: dict[str, Entry] = {
         ),
         refusals=(200,),  # per-ticket outcomes: beta's is "no such ticket", nothing decided
     ),
+    "api-runs-bulk-action": _api(
+        LOOKUP,
+        none,
+        POST,
+        body=lambda side: {"run_ids": [str(side.run.pk)], "action": "cancel"},
+        refusals=(200,),  # per-run outcomes: beta's is "no such run", nothing cancelled
+    ),
     # --- API: one object ------------------------------------------------------------------
     "api-run": _api(DETAIL, lambda side: {"run_id": side.run.pk}, API_DETAIL),
     "api-run-export": _api(DETAIL, run),
@@ -351,6 +420,28 @@ ENTRIES: dict[str, Entry] = {
     "api-saved-view": _api(OWN, lambda side: {"view_id": side.saved_view.pk}, API_DETAIL),
     "api-replay": _api(DETAIL, replay),
     "api-replay-cancel": _api(ACTION, replay, POST, who="admin"),
+    # --- schedules and notification routes: pages ------------------------------------------
+    "runs:schedules": _page(LIST, shows=lambda side: side.schedule.name),
+    "runs:schedule-new": _page(LOOKUP, none, GET_POST, body=schedule_body, who="admin"),
+    "runs:schedule-detail": _page(DETAIL, schedule),
+    "runs:schedule-edit": _page(ACTION, schedule, GET_POST, body=schedule_body, who="admin"),
+    "runs:schedule-pause": _page(ACTION, schedule, POST, who="admin"),
+    "runs:schedule-resume": _page(ACTION, schedule, POST, who="admin"),
+    "runs:schedule-run-now": _page(ACTION, schedule, POST, who="admin"),
+    "runs:schedule-delete": _page(ACTION, schedule, POST, who="admin"),
+    "runs:notification-routes": _page(LIST, extra=lambda side: [route_row(side)], shows=route_row),
+    "runs:notification-route-new": _page(LOOKUP, none, GET_POST, body=route_body, who="admin"),
+    "runs:notification-route-edit": _page(ACTION, route, GET_POST, body=route_body, who="admin"),
+    "runs:notification-route-delete": _page(ACTION, route, POST, who="admin"),
+    "runs:notification-channel-new": _page(
+        SELF, none, GET_POST, alpha_check=False, reason=CHANNELS
+    ),
+    "runs:notification-channel-edit": _page(
+        SELF, channel, GET_POST, alpha_check=False, reason=CHANNELS
+    ),
+    "runs:notification-channel-delete": _page(
+        SELF, channel, POST, alpha_check=False, reason=CHANNELS
+    ),
     # --- teams: pages and API -------------------------------------------------------------
     "runs:teams": _page(LIST, extra=lambda side: [team_link(side)], shows=team_link),
     "runs:team-detail": _page(DETAIL, team_slug),

@@ -155,6 +155,7 @@ def _send(client: Any, request: Request, headers: dict[str, str]) -> Any:
 
 
 CSRF = re.compile(r"[A-Za-z0-9]{64}")
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 def answer(client: Any, request: Request, headers: dict[str, str], follow: bool) -> Answer:
@@ -174,7 +175,11 @@ def answer(client: Any, request: Request, headers: dict[str, str], follow: bool)
 def _as_beta(found: Answer, names: dict[str, str]) -> Answer:
     """The unknown id's answer with the unknown ids written as beta's ("modulo the id")."""
     text, location = found.text, found.location
-    for beta_value, unknown in sorted(names.items(), key=lambda item: -len(item[1])):
+    pairs = dict(names)
+    for beta_value, unknown in names.items():  # pages show a run by its id's last 8 chars
+        if UUID.fullmatch(beta_value) and UUID.fullmatch(unknown):
+            pairs.setdefault(beta_value[-8:], unknown[-8:])
+    for beta_value, unknown in sorted(pairs.items(), key=lambda item: -len(item[1])):
         text, location = text.replace(unknown, beta_value), location.replace(unknown, beta_value)
     return Answer(found.status, location, text)
 

@@ -17,7 +17,12 @@ from common.audit import Actor, audit_record
 from common.models import ApiToken, AuditEntry
 from common.roles import ROLES
 from runs.models import PendingInput, ReplaySet, Run, SavedView, Schedule, Thread, Ticket
-from runs.models.notifications import NotificationSubscription
+from runs.models.failures import FailureGroup
+from runs.models.notifications import (
+    NotificationChannel,
+    NotificationRule,
+    NotificationSubscription,
+)
 from runs.services.inputs import input_submit
 from runs.services.runs import run_start
 from tests.conftest import clear_process_caches
@@ -56,6 +61,8 @@ class Side:
     operator: Any
     saved_view: SavedView
     subscription: NotificationSubscription
+    failure: FailureGroup  # the group of the team's failed run
+    rule: NotificationRule
     token_id: int = 0
     token: str = ""
 
@@ -68,6 +75,7 @@ class Side:
             str(self.ticket.pk),
             str(self.input.pk),
             str(self.replay.pk),
+            str(self.failure.pk),
             self.audit.action,
             self.schedule.name,
         ]
@@ -103,6 +111,9 @@ def _side(slug: str) -> Side:
     # a finished run too, so that the usage figures (cost, tokens, latency) count something
     finisher = scripted_agent([{"text": "all done"}], team=row, slug=f"{slug}-finisher")
     assert drive(run_start(agent=finisher, messages="done?")).status == Run.Status.DONE
+    # and a failed one: its team's failure group
+    failer = scripted_agent([{"error": f"{slug} upstream 503"}], team=row, slug=f"{slug}-failer")
+    assert drive(run_start(agent=failer, messages="fail")).is_failed
     operator = team_member("operator", slug)
     actor = Actor(user=operator, label=operator.username, source="ui")
     audit = audit_record(
@@ -139,6 +150,13 @@ def _side(slug: str) -> Side:
             user=operator, page="runs", name=f"{slug}-view", query="status=waiting"
         ),
         subscription=NotificationSubscription.objects.create(user=operator, agent=agent),
+        failure=FailureGroup.objects.get(team=row),
+        rule=NotificationRule.objects.create(
+            channel=NotificationChannel.objects.get_or_create(
+                name="matrix-mailbox", kind="email", email_to="ops@example.com"
+            )[0],
+            agent=agent,
+        ),
     )
 
 

@@ -59,6 +59,7 @@ def test_schema_is_public_and_describes_every_endpoint(client: Client):
     expected = {
         "/api/v1/runs": {"get", "post"},
         "/api/v1/runs/{run_id}": {"get"},
+        "/api/v1/runs/bulk-action": {"post"},
         "/api/v1/runs/{run_id}/cancel": {"post"},
         "/api/v1/runs/{run_id}/retry": {"post"},
         "/api/v1/runs/{run_id}/events": {"get"},

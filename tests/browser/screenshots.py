@@ -45,6 +45,7 @@ PAGES = [  # file name, path (or a key of the demo's ids), what must be shown fi
     ("thread-detail", "thread:waiting", None),
     ("inbox", "/inbox/", "h1 .conn"),
     ("audit", "/audit/", None),
+    ("failures", "/failures/", None),
 ]
 ADMIN_PAGES = [  # file name, path under /admin/agents/agent/<approver>/ (query string included)
     ("agent-version-diff", "versions/2/diff/"),
@@ -218,6 +219,7 @@ def _create_demo_data(demo: Demo) -> None:
     demo.start("edited", "approver", "please write a note about the standup")
     demo.start("rejected", "approver", "email ceo@example.com about the outage")
     demo.start("failed", "reporter", "summarize yesterday's incidents")
+    demo.start("failed-again", "reporter", "summarize last week's incidents")  # one group: 2
     demo.decide("finished", {"action": "approve", "comment": "looks right"})
     demo.decide(
         "edited",
@@ -242,6 +244,7 @@ def _create_demo_data(demo: Demo) -> None:
             "edited": "done",
             "rejected": "done",
             "failed": "done",
+            "failed-again": "done",
             "question": "waiting",
             "email": "waiting",
             "waiting": "waiting",
@@ -296,6 +299,17 @@ def _capture_fork(page: Any, demo: Demo, out: Path) -> list[Path]:
     page.locator("#fork-panel").scroll_into_view_if_needed()
     target = out / "fork.png"
     page.screenshot(path=str(target))
+    return [target]
+
+
+def _capture_trace(page: Any, demo: Demo, out: Path) -> list[Path]:
+    """The delegating run's trace: the manager's steps with the assistant's child run
+    nested under the call that started it (runs:run-trace)."""
+    page.goto(f"/runs/{demo.ids['delegated']}/#trace")
+    page.locator("#trace-root details.span.k-child").first.wait_for()
+    page.wait_for_load_state("networkidle")
+    target = out / "trace.png"
+    page.locator("#run-trace-panel").screenshot(path=str(target))
     return [target]
 
 
@@ -456,6 +470,7 @@ def main(argv: list[str] | None = None) -> int:
             written += _capture_stats(page, out)
             written += _capture_compare(page, demo, out)
             written += _capture_fork(page, demo, out)
+            written += _capture_trace(page, demo, out)
             written += _capture_admin(context, out)
             written += _capture_teamwork(context, demo, out)
             written += _capture_replays(context, out)

@@ -54,12 +54,18 @@ def test_the_login_page_carries_a_policy_without_unsafe_inline(client: Client):
 @pytest.mark.parametrize(
     "name, scripts",
     [
-        ("runs:dashboard", ["js/page_actions.js", "js/live_stream.js"]),
-        ("runs:run-list", ["js/page_actions.js", "js/live_stream.js", "js/compare_pick.js"]),
-        ("runs:replays", ["js/page_actions.js"]),
-        ("runs:inbox", ["js/page_actions.js", "js/live_stream.js", "js/inbox_keys.js"]),
-        ("runs:thread-list", ["js/page_actions.js"]),
-        ("runs:tokens", ["js/page_actions.js"]),
+        ("runs:dashboard", ["js/page_actions.js", "js/time_display.js", "js/live_stream.js"]),
+        (
+            "runs:run-list",
+            ["js/page_actions.js", "js/time_display.js", "js/live_stream.js", "js/compare_pick.js"],
+        ),
+        ("runs:replays", ["js/page_actions.js", "js/time_display.js"]),
+        (
+            "runs:inbox",
+            ["js/page_actions.js", "js/time_display.js", "js/live_stream.js", "js/inbox_keys.js"],
+        ),
+        ("runs:thread-list", ["js/page_actions.js", "js/time_display.js"]),
+        ("runs:tokens", ["js/page_actions.js", "js/time_display.js"]),
         ("api-docs", ["js/api_docs.js"]),
     ],
 )

@@ -376,7 +376,7 @@ def test_the_ticket_card_and_the_api_show_the_escalation(operator_client, operat
     run = started(note_agent(permission=ASK_NOTE_WITH_RULE_ESCALATION))
     ticket = the_ticket(run)
     page = operator_client.get(reverse("runs:run-detail", args=[run.pk])).content.decode()
-    assert "then: respond with" in page
+    assert 'title="default action: respond">answered automatically</span> with' in page
     assert "nobody approved in time" in page
     assert "warning at" in page and "warning sent at" not in page
     body = operator_api.get(f"/api/v1/tickets/{ticket.pk}").json()

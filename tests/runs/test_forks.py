@@ -219,9 +219,9 @@ def test_boundaries_have_previews():
     run = three_step_run()
     boundaries = fork_boundaries(run)
     assert [b.step for b in boundaries] == [0, 1, 2, 3]
-    assert boundaries[0].preview == "user: compute"
+    assert boundaries[0].preview == "User: compute"
     assert "calls calculator" in boundaries[1].preview and "5" in boundaries[1].preview
-    assert boundaries[3].preview.startswith("assistant: The answer is")
+    assert boundaries[3].preview.startswith("Agent: The answer is")
 
 
 # --- the run page ---------------------------------------------------------------------------

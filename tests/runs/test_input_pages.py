@@ -75,7 +75,11 @@ def test_the_pending_section_lists_inputs_in_order_with_their_controls(operator_
     assert page.index("first thing") < page.index("second thing")
     assert f'id="input-{first.pk}"' in page and "priority 9" in page
     assert f'into run <a class="mono" href="/runs/{run.pk}/">' in page  # the steer's target
-    assert "by system" in page and "<b>queue</b>" in page and "<b>steer</b>" in page
+    assert (
+        "by system" in page
+        and '<b title="queue">Queued</b>' in page
+        and '<b title="steer">Steer</b>' in page
+    )
     assert reverse("runs:input-edit", args=[first.pk]) in page
     assert reverse("runs:input-retract", args=[second.pk]) in page
     assert 'data-confirm="Retract input #3? It will never be delivered."' in page
@@ -235,12 +239,15 @@ def test_delivered_inputs_are_recalled_and_text_is_escaped_everywhere(operator_c
     drive(run)  # ends: the steer it did not take and the queued input start the next runs
     html = operator_client.get(pages[1]).content.decode()
     assert "<h3>Delivered</h3>" in html and XSS not in html
-    assert re.search(r"#2 queue “queued &lt;script&gt;alert\(1\)&lt;/script&gt;” → run", html)
+    assert re.search(
+        r'#2 <span title="queue">Queued</span> “queued &lt;script&gt;alert\(1\)&lt;/script&gt;” → run',
+        html,
+    )
     delivered = PendingInput.objects.get(pk=steer.pk)
     assert delivered.status == "pending"  # queued behind #2, now that its run ended
     nxt = Run.objects.exclude(pk=run.pk).get(thread=run.thread)
     timeline = operator_client.get(reverse("runs:run-timeline", args=[nxt.pk])).content.decode()
-    assert "queue input at new_run: queued &lt;script&gt;" in timeline and XSS not in timeline
+    assert "Queued input as a new run: queued &lt;script&gt;" in timeline and XSS not in timeline
 
 
 # --- the run page ------------------------------------------------------------------------------

@@ -32,10 +32,10 @@ pytestmark = pytest.mark.django_db
 
 # The timeline row as runs/partials/event_row.html rendered it with the template engine.
 TEMPLATE_ROW = (
-    '{% load runs_extras %}<div class="ev" id="ev-{{ event.seq }}" data-seq="{{ event.seq }}">\n'
+    '{% load runs_extras wording_tags %}<div class="ev" id="ev-{{ event.seq }}" data-seq="{{ event.seq }}">\n'
     '  <span class="mono muted">{{ event.seq }}</span>\n'
     '  <span class="mono small muted">{% when event.created_at "clock" %}</span>\n'
-    "  <details><summary><b>{{ event.event_type }}</b> "
+    '  <details><summary><b title="{{ event.event_type }}">{{ event.event_type|say:"event" }}</b> '
     '<span class="small">{{ event|event_summary }}</span></summary>'
     "<pre>{{ event|pretty_json }}</pre></details>\n"
     "</div>\n"
@@ -296,7 +296,7 @@ TEMPLATE_WHO = (
     "you are{% else %}{{ claim.by }} is{% endif %} on this, {{ claim.left }}</span>{% endif %}\n"
     '{% if t.assigned_to_id %}<span class="small nowrap" data-assignee>assigned to '
     "{% if t.assigned_to_id == user.pk %}you{% else %}{{ t.assigned_to.get_username }}{% endif %}"
-    '</span>{% elif not claim %}<span class="muted small">nobody</span>{% endif %}\n'
+    '</span>{% elif not claim and not can.decide %}<span class="muted small">nobody</span>{% endif %}\n'
     "{% if can.decide %}{% row_url 'runs:ticket-claim' t.pk as claim_url %}"
     "{% row_url 'runs:ticket-release' t.pk as release_url %}"
     "{% row_url 'runs:ticket-assign' t.pk as assign_url %}"
