@@ -398,12 +398,16 @@ def test_an_edited_argument_runs_and_is_shown_before_and_after(new_page):
     expect(page.locator("#run-status .badge")).to_have_attribute("title", "done · natural")
     assert Note.objects.get(run_id=run_id).title == "Team lunch on Friday"
 
-    event = page.locator("#run-timeline .ev", has_text="ticket_decided")
+    # plain words in the row; the event type on hover, the raw decision in its detail
+    event = page.locator("#run-timeline .ev", has=page.locator("b[title=ticket_decided]"))
     expect(event).to_have_count(1)
-    expect(event).to_contain_text("write_note: edit by opa")
+    expect(event.locator("summary")).to_have_text(
+        "Ticket decided write_note: Edited and approved by opa"
+    )
     event.locator("summary").click()
     payload = json.loads(event.locator("pre").inner_text())
     decision = payload["decision"]
+    assert (decision["action"], decision["actor"]) == ("edit", "opa")
     assert decision["arguments_before"]["title"] == "lunch"
     assert decision["arguments_after"]["title"] == "Team lunch on Friday"
     assert decision["comment"] == "more precise"

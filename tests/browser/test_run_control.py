@@ -70,13 +70,15 @@ def test_steer_reaches_the_running_run_at_its_next_step(new_page):
     expect(page.locator("#thread-inputs .pending-input")).to_have_count(0)
     expect(page.locator("#no-pending")).to_be_visible()
     expect(page.locator("#thread-transcript")).to_contain_text(STEER)
-    expect(page.locator("#thread-inputs .delivered-inputs")).to_contain_text("next_step")
+    delivered = page.locator(f"#thread-inputs .delivered-inputs #delivered-{steer.pk}")
+    expect(delivered.locator("span[title=steer]")).to_have_text("Steer")
+    expect(delivered.locator("span[title=next_step]")).to_have_text("at its next step")
     # the text stays text: no <b> from the message (the tool calls' names are <b>)
     assert page.locator("#thread-transcript b", has_text="blue").count() == 0
     done = wait_status(str(run.pk), "done")
     assert done.status_reason == "natural"
     assert Run.objects.filter(thread_id=run.thread_id).count() == 1  # no run of its own
-    expect(page.locator("#thread-runs")).to_contain_text("done")
+    expect(page.locator("#thread-runs .badge[title='done · natural']")).to_have_text("Finished")
     assert still_same_page(page)
     assert not page.dialogs
 
@@ -88,7 +90,7 @@ def test_queued_input_is_listed_then_retracted_and_never_delivered(new_page):
     pending = page.locator("#thread-inputs .pending-input")
     expect(pending).to_have_count(1)
     expect(pending).to_contain_text("later: write it all down")
-    expect(pending).to_contain_text("queue")
+    expect(pending.locator("b[title=queue]")).to_have_text("Queued")
     expect(pending).to_contain_text("by opa")
     queued = PendingInput.objects.get(thread_id=run.thread_id, status="pending")
 
@@ -108,5 +110,5 @@ def test_queued_input_is_listed_then_retracted_and_never_delivered(new_page):
     queued.refresh_from_db()
     assert (queued.status, queued.delivered_run_id) == ("retracted", None)
     assert Run.objects.filter(thread_id=run.thread_id).count() == 1
-    expect(page.locator("#thread-runs")).to_contain_text("done")
+    expect(page.locator("#thread-runs .badge[title='done · natural']")).to_have_text("Finished")
     expect(page.locator("#thread-inputs .pending-input")).to_have_count(0)

@@ -78,7 +78,9 @@ def test_runs_started_and_tickets_decided_in_a_terminal_reach_the_open_pages(new
     assert found_run and found_ticket, started
     run_id, ticket_id = found_run["id"], found_ticket["id"]
     row = runs_list.locator(f"#run-row-{run_id}")
-    expect(row).to_contain_text("waiting", timeout=SHOWN_WITHIN_MS)
+    expect(row.locator(".badge[title^=waiting]")).to_have_text(
+        "Waiting for a decision", timeout=SHOWN_WITHIN_MS
+    )
 
     run_page = runs_list.context.new_page()
     run_page.goto(f"/runs/{run_id}/")
@@ -100,8 +102,10 @@ def test_runs_started_and_tickets_decided_in_a_terminal_reach_the_open_pages(new
     shown_after = time.monotonic() - finished_at
     run = Run.objects.get(pk=run_id)
     expect(run_page.locator("#run-timeline .ev")).to_have_count(run.last_event_seq)
-    expect(run_page.locator("#run-timeline")).to_contain_text("ticket_decided")
-    expect(row).to_contain_text("done", timeout=SHOWN_WITHIN_MS)
+    expect(run_page.locator("#run-timeline b[title=ticket_decided]")).to_have_text("Ticket decided")
+    expect(row.locator(".badge[title='done · natural']")).to_have_text(
+        "Finished", timeout=SHOWN_WITHIN_MS
+    )
     assert Ticket.objects.get(pk=ticket_id).status == Ticket.Status.DECIDED
     assert still_same_page(run_page) and still_same_page(runs_list)
     assert shown_after < SHOWN_WITHIN_MS / 1000, shown_after
