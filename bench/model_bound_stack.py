@@ -28,6 +28,8 @@ UPSTREAM_MODEL = "bench-model"
 # a process's connection pool ran dry: one line per occurrence (the last line of the
 # exception's traceback as Django raises it, or the 503 middleware's log line)
 POOL_ERRORS = ("OperationalError: couldn't get a connection", "no database connection for")
+# daphne processes (`manage.py serve --processes N`, each on its own core) for the one worker
+WEB_PROCESSES = int(os.environ.get("BENCH_MB_WEB_PROCESSES", "1"))
 DAPHNE_BACKLOG = int(os.environ.get("BENCH_MB_DAPHNE_BACKLOG", "2048"))  # 0: the Procfile's
 
 
@@ -100,12 +102,11 @@ def start_awaken(
     listen = ["-b", common.HOST, "-p", str(port)]
     if DAPHNE_BACKLOG:
         listen = ["-e", f"tcp:port={port}:interface={common.HOST}:backlog={DAPHNE_BACKLOG}"]
-    daphne = env.spawn(
-        "mb-daphne",
-        [common.PYTHON, "-m", "daphne", "--verbosity", "0", *listen, ASGI_APP],
-        env=web_env,
-        ready=lambda p: common.port_open(port),
-    )
+    command = [common.PYTHON, "-m", "daphne", "--verbosity", "0", *listen, ASGI_APP]
+    if WEB_PROCESSES > 1:  # the README's "Several daphne processes on one address"
+        command = [common.PYTHON, "manage.py", "serve", "--host", common.HOST, "--port"]
+        command += [str(port), "--processes", str(WEB_PROCESSES), "--no-worker"]
+    daphne = env.spawn("mb-daphne", command, env=web_env, ready=lambda p: common.port_open(port))
     quiet = ["--loglevel", "WARNING", "--without-gossip", "--without-mingle"]
     worker = env.spawn(
         "mb-worker",
@@ -140,13 +141,13 @@ def start_awaken(
     concurrency, pool_kind = worker_banner(worker.log()) or (1, "?")
     default = default_pool_size()
     pools = {
-        "daphne": (1, web_pool or default),
+        "daphne": (WEB_PROCESSES, web_pool or default),
         "worker": (concurrency if pool_kind == "prefork" else 1, worker_pool or default),
         "notify": (1, default),
         "beat": (1, default),
     }
     print(
-        f"  Awaken: daphne, worker ({pool_kind} pool, concurrency {concurrency}, "
+        f"  Awaken: daphne x{WEB_PROCESSES}, worker ({pool_kind} pool, concurrency {concurrency}, "
         f"AWAKEN_RUNS_IN_FLIGHT={in_flight}), notify worker, beat",
         flush=True,
     )
