@@ -9,9 +9,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import F, Q, Window
 from django.db.models.fields.json import KT
-from django.db.models.functions import Coalesce
+from django.db.models.functions import Coalesce, RowNumber
 from django.urls import reverse
 from django.utils import timezone
 
@@ -42,8 +42,6 @@ TRACE_EVENT_TYPES = (
 # child runs nested in a trace, over all levels; deeper or more are linked, not nested
 CHILD_RUNS_NESTED = 20
 CHILD_DEPTH = 3
-# a log longer than this many events per step shown is read up to a window
-EVENTS_PER_STEP = 16
 
 # one column per role, each the first of the payload fields that fill it for some type
 COLUMNS: dict[str, Any] = {
@@ -160,20 +158,13 @@ def _descendants(run_id: Any) -> tuple[list[dict[str, Any]], int]:
 
 
 def _window_ends(runs: list[dict[str, Any]], steps: int) -> dict[Any, int]:
-    """For each run whose log is longer than `steps` steps could fill, the seq of its
-    step after the first `steps` (the trace reads its log up to there); one query each."""
-    ends = {}
-    for row in runs:
-        if row["last_event_seq"] <= steps * EVENTS_PER_STEP:
-            continue
-        after = list(
-            RunEvent.objects.filter(run_id=row["id"], event_type="step_start")
-            .order_by("seq")
-            .values_list("seq", flat=True)[steps : steps + 1]
-        )
-        if after:
-            ends[row["id"]] = after[0]
-    return ends
+    """For each run whose log is longer than `steps` steps, the seq of its step after the
+    first `steps` (the trace reads its log up to there). One query for all the runs,
+    made whatever their length, so a trace costs the same queries short or long."""
+    numbered = RunEvent.objects.filter(
+        run_id__in=[row["id"] for row in runs], event_type="step_start"
+    ).annotate(number=Window(RowNumber(), partition_by=F("run_id"), order_by=F("seq").asc()))
+    return dict(numbered.filter(number=steps + 1).values_list("run_id", "seq"))
 
 
 def _read_events(ids: list[Any], ends: dict[Any, int]) -> dict[Any, list[TraceEvent]]:

@@ -14,7 +14,7 @@ from django.urls import reverse
 
 from agents.models import Model
 from runs.models import Run, Ticket
-from runs.selectors.trace_load import EVENTS_PER_STEP, run_trace
+from runs.selectors.trace_load import run_trace
 from runs.services.runs import run_start
 from runs.services.tickets import decision_submit
 from tests.factories import call, publish, scripted_agent, team_member, user_with_role
@@ -117,7 +117,6 @@ def test_a_long_run_shows_its_first_steps_and_more_on_request(client):
     assert f"{url}?steps=53" in html
     # a log longer than the steps shown is read up to them; its totals are the run's
     assert f'data-input-tokens="{run.input_tokens}"' in html
-    assert run.last_event_seq > 3 * EVENTS_PER_STEP
     with CaptureQueriesContext(connection) as few:
         client.get(url, {"steps": "2"})
     with CaptureQueriesContext(connection) as more:
@@ -126,7 +125,7 @@ def test_a_long_run_shows_its_first_steps_and_more_on_request(client):
         full = client.get(url, {"steps": "100"}).content.decode()
     assert full.count('class="span k-step') == 8 and "Showing the first" not in full
     assert f'data-input-tokens="{run.input_tokens}"' in full
-    assert len(few) == len(more) and len(all_steps) <= len(few)
+    assert len(few) == len(more) == len(all_steps)  # short or long, the same queries
 
 
 def test_another_teams_run_is_not_found(client):
