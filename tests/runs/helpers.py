@@ -61,3 +61,21 @@ def assert_activations_closed(run: Run) -> None:
     for activation in activations(run):
         assert activation[0] == "run_start", activation
         assert any(kind in TERMINAL_EVENT_TYPES for kind in activation), activation
+
+
+def schedule_form(agent: Any, **fields: Any) -> dict[str, Any]:
+    """A valid schedule form, as the admin and the schedules page post it."""
+    return {
+        "name": "morning report",
+        "agent": agent.pk,
+        "message": "report on the night",
+        "kind": "cron",
+        "cron": "0 9 * * 1-5",
+        "interval_seconds": "",
+        "timezone": "Europe/Berlin",
+        "thread_policy": "new",
+        "catch_up": "skip",
+        "priority": 128,
+        "enabled": "on",
+        **fields,
+    }

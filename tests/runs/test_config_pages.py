@@ -29,6 +29,7 @@ from tests.factories import (
     team_member,
     user_with_role,
 )
+from tests.runs.helpers import schedule_form as form_data
 from tests.runs.notify_helpers import notify_configured_fixture  # noqa: F401 (autouse)
 
 pytestmark = pytest.mark.django_db
@@ -63,23 +64,6 @@ def make(slug: str = "red", name: str = "nightly", **fields: Any) -> Schedule:
     schedule_plan(schedule)
     schedule.save()
     return schedule
-
-
-def form_data(agent: Any, **fields: Any) -> dict[str, Any]:
-    return {
-        "name": "morning report",
-        "agent": agent.pk,
-        "message": "report on the night",
-        "kind": "cron",
-        "cron": "0 9 * * 1-5",
-        "interval_seconds": "",
-        "timezone": "Europe/Berlin",
-        "thread_policy": "new",
-        "catch_up": "skip",
-        "priority": 128,
-        "enabled": "on",
-        **fields,
-    }
 
 
 def fresh(schedule: Schedule) -> Schedule:

@@ -19,6 +19,7 @@ from runs.models import Run, Schedule
 from runs.services import schedules as svc
 from tests.factories import AgentFactory, scripted_agent, user_with_role
 from tests.runs.helpers import drive
+from tests.runs.helpers import schedule_form as form_data
 
 pytestmark = pytest.mark.django_db
 
@@ -403,23 +404,6 @@ def staff_operator_client(client):
     user.save(update_fields=["is_staff"])
     client.force_login(user)
     return client
-
-
-def form_data(agent, **fields):
-    return {
-        "name": "morning report",
-        "agent": agent.pk,
-        "message": "report on the night",
-        "kind": "cron",
-        "cron": "0 9 * * 1-5",
-        "interval_seconds": "",
-        "timezone": "Europe/Berlin",
-        "thread_policy": "new",
-        "catch_up": "skip",
-        "priority": 128,
-        "enabled": "on",
-        **fields,
-    }
 
 
 def test_an_admin_creates_a_schedule_and_its_next_run_is_planned_and_audited(admin_client):
