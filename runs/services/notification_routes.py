@@ -43,7 +43,9 @@ def rule_save(rule: NotificationRule, actor: Actor) -> NotificationRule:
         current = None
         if not creating:
             current = (
-                NotificationRule.objects.select_for_update().select_related("agent").get(pk=rule.pk)
+                NotificationRule.objects.select_for_update(of=("self",))
+                .select_related("agent")
+                .get(pk=rule.pk)
             )
             ensure_writable(_team(current))
         ensure_writable(_team(rule))
@@ -64,7 +66,9 @@ def rule_delete(rule: NotificationRule, actor: Actor) -> None:
     """Delete a routing rule (deliveries already queued still go); audited."""
     with transaction.atomic():
         current = (
-            NotificationRule.objects.select_for_update().select_related("agent").get(pk=rule.pk)
+            NotificationRule.objects.select_for_update(of=("self",))
+            .select_related("agent")
+            .get(pk=rule.pk)
         )
         ensure_writable(_team(current))
         audit_record(

@@ -257,7 +257,11 @@ def replay_cancel(*, replay_set: ReplaySet, actor: Actor) -> ReplaySet:
     set's lock), then its running replays are cancelled one by one (each in its own, so
     no set lock is held while a run's row is: a replay's end locks them the other way)."""
     with transaction.atomic():
-        locked = ReplaySet.objects.select_for_update().select_related("agent").get(pk=replay_set.pk)
+        locked = (
+            ReplaySet.objects.select_for_update(of=("self",))
+            .select_related("agent")
+            .get(pk=replay_set.pk)
+        )
         ensure_writable(locked.agent.team_id)
         if locked.status != ReplaySet.Status.RUNNING:
             raise IllegalTransition(

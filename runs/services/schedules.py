@@ -244,7 +244,9 @@ def schedule_actor(schedule: Schedule) -> Actor:
 def _start_run(schedule: Schedule, actor: Actor) -> Run:
     """Start the schedule's run (in the caller's transaction) on a new thread or on its one
     thread; ThreadBusy when that thread's previous run is still open."""
-    schedule = Schedule.objects.select_for_update().select_related("agent").get(pk=schedule.pk)
+    schedule = (
+        Schedule.objects.select_for_update(of=("self",)).select_related("agent").get(pk=schedule.pk)
+    )
     ensure_writable(schedule.agent.team_id)  # a frozen team's schedule does not fire
     messages = normalize_input_messages(schedule.message)
     options: dict[str, Any] = {
@@ -368,7 +370,11 @@ def schedule_run_now(schedule: Schedule, actor: Actor) -> Run:
 
 def _set_enabled(schedule: Schedule, actor: Actor, enabled: bool, now: dt.datetime) -> Schedule:
     with transaction.atomic():
-        current = Schedule.objects.select_for_update().select_related("agent").get(pk=schedule.pk)
+        current = (
+            Schedule.objects.select_for_update(of=("self",))
+            .select_related("agent")
+            .get(pk=schedule.pk)
+        )
         ensure_writable(current.agent.team_id)  # a frozen team's schedules stay as they are
         before = {"enabled": current.enabled, "next_run_at": current.next_run_at}
         current.enabled = enabled
@@ -442,7 +448,9 @@ def schedule_save(schedule: Schedule, actor: Actor, now: dt.datetime | None = No
         current = None
         if not creating:  # nothing fires this row until the change commits
             current = (
-                Schedule.objects.select_for_update().select_related("agent").get(pk=schedule.pk)
+                Schedule.objects.select_for_update(of=("self",))
+                .select_related("agent")
+                .get(pk=schedule.pk)
             )
             ensure_writable(current.agent.team_id)
             for name in FIRING_FIELDS:
@@ -475,7 +483,11 @@ def schedule_delete(schedule: Schedule, actor: Actor) -> None:
     """Delete a schedule (its runs stay, no longer linked to it); audited. Refused while
     its agent's team is frozen."""
     with transaction.atomic():
-        current = Schedule.objects.select_for_update().select_related("agent").get(pk=schedule.pk)
+        current = (
+            Schedule.objects.select_for_update(of=("self",))
+            .select_related("agent")
+            .get(pk=schedule.pk)
+        )
         ensure_writable(current.agent.team_id)
         audit_record(
             actor=actor,
