@@ -111,7 +111,8 @@ def run_list(*, filters: RunFilters, cursor: str | None = None, size: int = PAGE
         tool, minutes = filters.waiting_tool, filters.waiting_longer_than
         return longest_waiting_page(runs, tool, minutes, cursor, size)
     if filters.sort == LONGEST:  # finished runs by duration (runs.selectors.run_sort)
-        return longest_page(runs, cursor, size)
+        in_range = bool(filters.since or filters.until)
+        return longest_page(runs, cursor, size, in_range=in_range)
     if filters.failure_group:  # by the group's links (runs.selectors.failures)
         return group_runs_page(runs, filters.failure_group, cursor, size)
     return keyset_page(runs, cursor, size)

@@ -15,7 +15,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from runs.models import OperatorPreference, Run
-from runs.selectors.run_sort import longest_page
+from runs.selectors.run_sort import LONGEST, longest_page
+from runs.selectors.runs import RunFilters, run_list
 from runs.views import lists
 from tests.factories import done_run, user_with_role
 
@@ -88,7 +89,8 @@ def test_the_new_columns_add_no_query_per_row(operator_client):
     assert len(six.captured_queries) == len(two.captured_queries)
 
 
-def test_longest_first_pages_by_duration_and_back():
+@pytest.mark.parametrize("in_range", [False, True], ids=["all", "range read first"])
+def test_longest_first_pages_by_duration_and_back(in_range):
     lengths = [30, 5, 90, 5, 60, 1, 45]
     runs = timed_runs(lengths)
     # a run still going and one never started have no duration: left out
@@ -96,17 +98,30 @@ def test_longest_first_pages_by_duration_and_back():
     Run.objects.filter(pk=done_run("never").pk).update(started_at=None)
     every = Run.objects.all()
     expected = sorted(runs, key=lambda r: (-lengths[runs.index(r)], -r.pk.int))
-    first = longest_page(every, None, 3)
-    second = longest_page(every, first.next_cursor, 3)
-    third = longest_page(every, second.next_cursor, 3)
+    first = longest_page(every, None, 3, in_range=in_range)
+    second = longest_page(every, first.next_cursor, 3, in_range=in_range)
+    third = longest_page(every, second.next_cursor, 3, in_range=in_range)
     got = [r.pk for page in (first, second, third) for r in page.items]
     assert got == [r.pk for r in expected]
     assert third.next_cursor is None
     assert [r.ran_for for r in first.items] == [dt.timedelta(seconds=s) for s in (90, 60, 45)]
-    back = longest_page(every, third.prev_cursor, 3)
+    back = longest_page(every, third.prev_cursor, 3, in_range=in_range)
     assert [r.pk for r in back.items] == [r.pk for r in second.items]
-    top = longest_page(every, back.prev_cursor, 3)
+    top = longest_page(every, back.prev_cursor, 3, in_range=in_range)
     assert top.first and [r.pk for r in top.items] == [r.pk for r in first.items]
+
+
+def test_longest_first_within_a_creation_range_keeps_to_the_range():
+    lengths = [30, 5, 90, 5, 60, 1, 45]  # created a minute apart
+    runs = timed_runs(lengths)
+    first = Run.objects.get(pk=runs[1].pk).created_at
+    last = Run.objects.get(pk=runs[5].pk).created_at
+    filters = RunFilters(since=first, until=last, sort=LONGEST)  # runs 1..4
+    page = run_list(filters=filters, size=3)
+    assert [r.pk for r in page.items] == [runs[2].pk, runs[4].pk, max(runs[1].pk, runs[3].pk)]
+    rest = run_list(filters=filters, cursor=page.next_cursor, size=3)
+    assert [r.pk for r in rest.items] == [min(runs[1].pk, runs[3].pk)]
+    assert rest.next_cursor is None
 
 
 def test_the_duration_header_sorts_the_list_and_keeps_the_filters(operator_client, monkeypatch):
