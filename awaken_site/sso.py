@@ -1,15 +1,16 @@
 """Single sign-on with OpenID Connect (docs/sso.md).
 
 SSO is on when settings.OIDC_ISSUER is set. The provider's endpoints come from its
-discovery document, fetched on first use and cached per process. Users are matched by the
-`sub` claim (username `sso:<sub>`); at every login their site-wide role groups, their `sso`
-team memberships and is_staff are set from the groups claim; local memberships are kept.
+discovery document, fetched on first use and cached per process. The code flow and the id
+token's verification are mozilla-django-oidc's, with the checks it leaves out added on its
+public hooks (`SSOBackend`). Users are matched by the `sub` claim (username `sso:<sub>`);
+at every login their site-wide role groups, their `sso` team memberships and is_staff are
+set from the groups claim (awaken_site/sso_claims.py); local memberships are kept.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import threading
 from typing import Any
 from urllib.parse import urlencode
@@ -24,9 +25,7 @@ from django.contrib.auth import views as auth_views
 from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.decorators import login_not_required
 from django.contrib.auth.forms import AuthenticationForm
-from django.contrib.auth.models import Group, Permission
 from django.core.exceptions import SuspiciousOperation
-from django.core.validators import validate_email
 from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
@@ -36,25 +35,21 @@ from django.utils.decorators import method_decorator
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
-from common.access import forget
-from common.audit import Actor, audit_record
-from common.models import Membership, Role, Team
-from common.roles import ROLES
-from common.teams import membership_remove, membership_set
+from awaken_site.sso_claims import (
+    USERNAME_PREFIX,
+    clean_text,
+    sync_user,
+    update_profile,
+    valid_sub,
+)
 
 logger = logging.getLogger(__name__)
 
-SSO_ACTOR = Actor(label="sso", source="system")
-USERNAME_PREFIX = "sso:"
-MAX_SUB = 150 - len(USERNAME_PREFIX)
-MAX_GROUP_VALUES = 500  # more is not a real user's group list
-MAX_GROUP_VALUE = 200
-_SLUG = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
-_RANK: dict[str, int] = {Role.VIEWER.value: 1, Role.OPERATOR.value: 2, Role.ADMIN.value: 3}
 # id token algorithms the code flow verifies: asymmetric ones with the provider's JWKS,
 # HMAC ones with the client secret (mozilla-django-oidc's two paths)
 _ASYMMETRIC = ("RS256", "RS384", "RS512", "ES256", "ES384", "ES512")
 _HMAC = ("HS256", "HS384", "HS512")
+ID_TOKEN_CLAIMS = ("iss", "sub", "aud", "exp", "iat")  # required in every id token
 
 
 class SSOUnavailable(Exception):
@@ -143,150 +138,6 @@ def signing_algorithm(document: dict[str, Any]) -> str:
     raise SSOUnavailable("The identity provider signs id tokens with no supported algorithm.")
 
 
-# --- claims mapping --------------------------------------------------------------------------
-
-
-def parse_groups(values: Any) -> tuple[set[str], dict[str, str]]:
-    """(site-wide roles, {team slug: role}) from the groups claim. `<prefix><role>` is a
-    site-wide role, `<prefix><team>:<role>` a team role (the highest wins); anything else,
-    including values that are not strings, is ignored."""
-    prefix = settings.OIDC_GROUP_PREFIX
-    if isinstance(values, str):
-        values = [values]
-    if not isinstance(values, list | tuple):
-        return set(), {}
-    site: set[str] = set()
-    teams: dict[str, str] = {}
-    for value in values[:MAX_GROUP_VALUES]:
-        if not isinstance(value, str) or len(value) > MAX_GROUP_VALUE:
-            continue
-        if not value.startswith(prefix):
-            continue
-        rest = value[len(prefix) :]
-        if rest in _RANK:
-            site.add(rest)
-            continue
-        slug, sep, role = rest.rpartition(":")
-        if not sep or role not in _RANK or not _SLUG.fullmatch(slug):
-            continue
-        if _RANK[role] > _RANK.get(teams.get(slug, ""), 0):
-            teams[slug] = role
-    return site, teams
-
-
-def _text(value: Any, limit: int) -> str:
-    if not isinstance(value, str):
-        return ""
-    return value.replace("\x00", "").strip()[:limit]
-
-
-def _update_profile(user: Any, claims: dict[str, Any]) -> None:
-    email = _text(claims.get("email"), 254)
-    try:
-        validate_email(email)
-    except forms.ValidationError:
-        email = ""
-    first = _text(claims.get("given_name"), 150)
-    last = _text(claims.get("family_name"), 150)
-    if not first and not last:
-        first, _, last = _text(claims.get("name"), 301).partition(" ")
-        first, last = first[:150], last.strip()[:150]
-    changed = (user.email, user.first_name, user.last_name) != (email, first, last)
-    user.email, user.first_name, user.last_name = email, first, last
-    if changed and user.pk:
-        user.save(update_fields=["email", "first_name", "last_name"])
-
-
-def _role_group(name: str) -> Group:
-    """The role group (made by the roles migrations; recreated with its permissions if
-    missing)."""
-    group, created = Group.objects.get_or_create(name=name)
-    if created:
-        for app_label, codename in ROLES[name]:
-            permission = Permission.objects.filter(
-                content_type__app_label=app_label, codename=codename
-            ).first()
-            if permission is not None:
-                group.permissions.add(permission)
-    return group
-
-
-def _sync_groups(user: Any, wanted: set[str]) -> None:
-    current = set(user.groups.filter(name__in=list(_RANK)).values_list("name", flat=True))
-    if current == wanted:
-        return
-    user.groups.remove(*Group.objects.filter(name__in=list(current - wanted)))
-    user.groups.add(*[_role_group(name) for name in sorted(wanted - current)])
-    audit_record(
-        actor=SSO_ACTOR,
-        action="user.roles",
-        target_type="user",
-        target_id=user.get_username(),
-        before={"roles": sorted(current)},
-        after={"roles": sorted(wanted)},
-    )
-
-
-def _team_for(slug: str) -> Team | None:
-    team = Team.objects.filter(slug=slug).first()
-    if team is None and settings.OIDC_CREATE_TEAMS:
-        team, created = Team.objects.get_or_create(slug=slug, defaults={"name": slug})
-        if created:
-            audit_record(
-                actor=SSO_ACTOR,
-                action="team.create",
-                target_type="team",
-                target_id=slug,
-                team=team,
-                after={"slug": slug, "name": slug},
-            )
-    return team
-
-
-def _sync_memberships(user: Any, wanted: dict[str, str]) -> None:
-    existing = {m.team.slug: m for m in Membership.objects.filter(user=user).select_related("team")}
-    for slug, membership in existing.items():
-        if membership.source == Membership.Source.SSO and slug not in wanted:
-            membership_remove(membership=membership, actor=SSO_ACTOR)
-    for slug, role in sorted(wanted.items()):
-        current = existing.get(slug)
-        if current is not None and current.source == Membership.Source.LOCAL:
-            continue  # granted here, not by the provider: kept as it is
-        if current is not None and current.role == role:
-            continue
-        team = current.team if current is not None else _team_for(slug)
-        if team is not None:
-            membership_set(
-                team=team, user=user, role=role, actor=SSO_ACTOR, source=Membership.Source.SSO
-            )
-
-
-@transaction.atomic
-def sync_user(user: Any, claims: dict[str, Any]) -> Any:
-    """Make the user's profile, role groups, sso memberships and is_staff match the claims."""
-    _update_profile(user, claims)
-    site_roles, team_roles = parse_groups(claims.get(settings.OIDC_GROUPS_CLAIM))
-    _sync_groups(user, site_roles)
-    _sync_memberships(user, team_roles)
-    is_staff = (
-        user.is_superuser
-        or Role.ADMIN in site_roles
-        or Membership.objects.filter(user=user, role=Role.ADMIN).exists()
-    )
-    if user.is_staff != is_staff:
-        user.is_staff = is_staff
-        user.save(update_fields=["is_staff"])
-    forget(user)
-    return user
-
-
-def valid_sub(claims: dict[str, Any]) -> str | None:
-    sub = claims.get("sub")
-    if not isinstance(sub, str) or not 0 < len(sub) <= MAX_SUB or "\x00" in sub:
-        return None
-    return sub
-
-
 # --- authentication backends -----------------------------------------------------------------
 
 
@@ -336,8 +187,11 @@ class SSOBackend(OIDCAuthenticationBackend):
         return super().authenticate(request, **kwargs)
 
     def retrieve_matching_jwk(self, token: Any) -> Any:
-        """The provider's signing key for `token`: the one its `kid` names, or (a provider
-        that sets no kid) the one key of the token's algorithm."""
+        """Hook: the provider's signing key for `token`: the one its `kid` names, or (a
+        provider that sets no kid) the one key of the token's algorithm, bound to that
+        algorithm (a JWKS entry without `alg` would otherwise verify as RS256 only). The
+        library's version needs a kid on both sides. The JWKS is read at every sign-in,
+        so a rotated key is found without a restart."""
         response = requests.get(self.OIDC_OP_JWKS_ENDPOINT or "", timeout=settings.OIDC_TIMEOUT)
         response.raise_for_status()
         keys = response.json().get("keys")
@@ -358,23 +212,34 @@ class SSOBackend(OIDCAuthenticationBackend):
         except jwt.PyJWTError as exc:
             raise SuspiciousOperation(f"unusable signing key: {exc}") from exc
 
-    def _verify_jws(self, payload: Any, key: Any) -> Any:
+    def get_payload_data(self, token: Any, key: Any) -> Any:
+        """The id token's claims once verified. The library's `verify_token` picks the key
+        (`retrieve_matching_jwk`, or the client secret for HMAC), checks the signature,
+        that the token is signed with OIDC_RP_SIGN_ALGO and not expired, and the nonce;
+        `check_id_token_claims` adds what it leaves out."""
         try:
-            alg = jwt.get_unverified_header(payload).get("alg")
-            if alg != self.OIDC_RP_SIGN_ALGO:
-                raise SuspiciousOperation(
-                    f"id token signed with {alg!r}, not {self.OIDC_RP_SIGN_ALGO}"
-                )
-            return jwt.decode(
-                payload,
-                key,
-                algorithms=[self.OIDC_RP_SIGN_ALGO],
-                audience=self.OIDC_RP_CLIENT_ID,
-                issuer=self.issuer,
-                options={"require": ["exp", "iat", "sub", "aud", "iss"]},
-            )
+            payload = super().get_payload_data(token, key)
         except jwt.PyJWTError as exc:
             raise SuspiciousOperation(f"id token rejected: {exc}") from exc
+        self.check_id_token_claims(payload)
+        return payload
+
+    def check_id_token_claims(self, claims: Any) -> None:
+        """Hook: the checks of OpenID Connect Core 3.1.3.7 the library does not make: the
+        registered claims are there, the issuer is the discovered one and the token is
+        for this client (an audience list names it, and its `azp` when it names others)."""
+        if not isinstance(claims, dict):
+            raise SuspiciousOperation("id token rejected: its payload is not an object")
+        missing = [name for name in ID_TOKEN_CLAIMS if claims.get(name) in (None, "")]
+        if missing:
+            raise SuspiciousOperation(f"id token rejected: no {', '.join(missing)} claim")
+        if claims["iss"] != self.issuer:
+            raise SuspiciousOperation(f"id token rejected: issued by {claims['iss']!r}")
+        audience = claims["aud"] if isinstance(claims["aud"], list) else [claims["aud"]]
+        if self.OIDC_RP_CLIENT_ID not in audience:
+            raise SuspiciousOperation("id token rejected: it is for another client")
+        if len(audience) > 1 and claims.get("azp") != self.OIDC_RP_CLIENT_ID:
+            raise SuspiciousOperation("id token rejected: authorized for another party")
 
     def get_userinfo(self, access_token: Any, id_token: Any, payload: Any) -> dict[str, Any]:
         claims = dict(payload)
@@ -395,7 +260,7 @@ class SSOBackend(OIDCAuthenticationBackend):
         with transaction.atomic():
             user = self.UserModel(username=USERNAME_PREFIX + str(valid_sub(claims)))
             user.set_unusable_password()
-            _update_profile(user, claims)
+            update_profile(user, claims)
             user.save()
             return sync_user(user, claims)
 
@@ -493,8 +358,8 @@ class SSOStartView(OIDCAuthenticationRequestView):
 
 
 def _provider_error(request: HttpRequest) -> str:
-    error = _text(request.GET.get("error"), 100)
-    description = _text(request.GET.get("error_description"), 300)
+    error = clean_text(request.GET.get("error"), 100)
+    description = clean_text(request.GET.get("error_description"), 300)
     if error == "access_denied":
         text = "Sign-in was denied at the identity provider."
     else:

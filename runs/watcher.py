@@ -7,9 +7,9 @@ while saying "live", and offered to approve a ticket that was already decided.
 `manage.py serve` on that layer therefore runs a `CommitWatcher` on its event loop: every
 POLL_SECONDS it reads the event rows committed since it last looked and broadcasts those
 this process did not broadcast itself, with their runs' list summaries, as the process
-that committed them would have (runs/realtime.py). Followers drop the seqs they already
-have, so an event sent twice (read here just before its own broadcast was noted) costs
-one more list-row refresh at most.
+that committed them would have, through the one send path (runs/realtime.py). Followers
+drop the seqs they already have, so an event sent twice (read here just before its own
+broadcast was noted) costs one more list-row refresh at most.
 
 A change of a thread's pending input (queued, edited, retracted, cancelled by an
 interrupt) appends no run event; its audit entry, written in the same transaction, is
@@ -29,13 +29,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from channels.layers import get_channel_layer
 from django.db import connection
 from django.db.models import Q
 
 from common.models import AuditEntry
 from runs.models import PendingInput, Run, RunEvent, Thread
-from runs.realtime import DASHBOARD_GROUP, event_messages, in_memory_home, thread_changed_message
+from runs.realtime import broadcaster, event_messages, thread_changed_message
 from runs.services.events import run_summary
 
 logger = logging.getLogger(__name__)
@@ -113,9 +112,9 @@ class CommitWatcher:
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Broadcast from `loop`, the loop serving this process's sockets (callable from
         any thread, before the loop runs too). Every broadcast of this process goes
-        through that loop from now on (see `in_memory_home`)."""
+        through that loop from now on (`broadcaster.serve_from`)."""
         self._loop = loop
-        in_memory_home.loop = loop
+        broadcaster.serve_from(loop)
         loop.call_soon_threadsafe(self._begin)
 
     def _begin(self) -> None:
@@ -124,8 +123,8 @@ class CommitWatcher:
     def stop(self) -> None:
         """Stop watching (callable from any thread)."""
         loop, self._loop = self._loop, None
-        if loop is not None and in_memory_home.loop is loop:
-            in_memory_home.loop = None
+        if loop is not None:
+            broadcaster.stop_serving(loop)
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(self._cancel)
         self._executor.shutdown(wait=False)
@@ -136,7 +135,6 @@ class CommitWatcher:
 
     async def _watch(self) -> None:
         loop = asyncio.get_running_loop()
-        layer = get_channel_layer()
         while True:
             try:
                 changes, more, threads = await loop.run_in_executor(self._executor, self._poll)
@@ -152,12 +150,7 @@ class CommitWatcher:
                     logger.info("reading the event log for other processes' commits again")
                 self._failing = False
             messages = [m for change in changes for m in event_messages(*change)]
-            messages += [(DASHBOARD_GROUP, thread_changed_message(*t)) for t in threads]
-            for group, message in messages:
-                try:
-                    await layer.group_send(group, message)
-                except Exception:
-                    logger.warning("broadcast to %s failed", group, exc_info=True)
+            broadcaster.send(messages + [thread_changed_message(*t) for t in threads])
             if not more:
                 await asyncio.sleep(POLL_SECONDS)
 
@@ -207,7 +200,7 @@ class CommitWatcher:
         wanted: list[int] = []
         for pk, run_id, seq in rows:
             self.events.read(pk)
-            if not in_memory_home.sent_here(run_id, seq):
+            if not broadcaster.sent_here(run_id, seq):
                 wanted.append(pk)
         return self._changes(wanted), len(rows) == BATCH
 

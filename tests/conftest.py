@@ -66,6 +66,15 @@ def _fresh_process_caches() -> None:
     clear_process_caches()
 
 
+@pytest.fixture(autouse=True)
+def _fresh_channel_layer() -> None:
+    """Each test runs its sockets on a loop of its own: a layer kept from another test
+    can hold a Redis receive lock bound to that test's (closed) loop."""
+    from channels.layers import channel_layers
+
+    channel_layers.backends.clear()
+
+
 @pytest.fixture
 def empty_broker() -> None:
     """Empty the in-memory broker's queues before a test starts the embedded worker: every

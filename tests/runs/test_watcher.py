@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from runs import realtime
 from runs.models import RunEvent, Ticket
-from runs.services.runs import run_start
+from runs.services.submission_flow import run_start
 from runs.watcher import CommitWatcher
 from tests.factories import scripted_agent, view_only_user, waiting_run
 from tests.processes import ROOT, database_url
@@ -59,7 +59,7 @@ def watcher():
     watcher = CommitWatcher()
     yield watcher
     watcher.stop()
-    assert realtime.in_memory_home.loop is None
+    assert realtime.broadcaster.serving_loop is None
 
 
 @pytest.mark.slow  # `manage.py decide` in a child process
@@ -128,8 +128,8 @@ def test_a_ticket_decided_in_another_process_reaches_an_open_run_socket(watcher,
 def test_what_this_process_broadcast_is_left_out_and_the_rest_is_read_once(watcher):
     loop = asyncio.new_event_loop()
     try:
-        realtime.in_memory_home.loop = loop  # as `start` does: this process notes its own
-        with mock.patch.object(realtime.in_memory_home, "send", return_value=True):
+        realtime.broadcaster.serve_from(loop)  # as `start` does: this process notes its own
+        with mock.patch.object(realtime.broadcaster, "send"):
             here = drive(run_start(agent=scripted_agent([{"text": "hi"}]), messages="a"))
         assert here.last_event_seq > 0
         assert watcher.read() == ([], False)
@@ -150,7 +150,7 @@ def test_what_this_process_broadcast_is_left_out_and_the_rest_is_read_once(watch
         )
         assert watcher.read() == ([], False)
     finally:
-        realtime.in_memory_home.loop = None
+        realtime.broadcaster.stop_serving(loop)
         loop.close()
 
 
