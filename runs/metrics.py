@@ -32,6 +32,7 @@ from typing import Any
 
 import prometheus_client
 from django.conf import settings
+from django.core.cache import cache
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.db.models import Count
@@ -335,21 +336,22 @@ class DatabaseCollector(Collector):
     not of all rows, and at most once per `ttl` seconds per process however many
     scrapers ask."""
 
+    KEY = "metrics:database-gauges"
+
     def __init__(self, ttl: Callable[[], float]) -> None:
         self.ttl = ttl
-        self._lock = threading.Lock()
-        self._cached: tuple[float, list[Metric]] | None = None
+        self._lock = threading.Lock()  # one scrape reads, the others wait for its answer
 
     def collect(self) -> Iterable[Metric]:
-        with self._lock:
-            now = time.monotonic()
-            if self._cached is None or now - self._cached[0] >= self.ttl():
-                self._cached = (now, self._read())
-            return list(self._cached[1])
+        ttl = self.ttl()
+        if ttl <= 0:
+            return self._read()
+        with self._lock:  # in the local-memory `default` cache: per process
+            metrics: list[Metric] = cache.get_or_set(self.KEY, self._read, ttl) or []
+            return list(metrics)
 
     def forget(self) -> None:
-        with self._lock:
-            self._cached = None
+        cache.delete(self.KEY)
 
     def _read(self) -> list[Metric]:
         tickets = GaugeMetricFamily(

@@ -7,18 +7,17 @@ which a short in-process cache saves (TOKEN_CACHE_SECONDS, see `token_verify`)."
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
 import hashlib
 import hmac
 import secrets
-import threading
 import time
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
+from django.core.cache import BaseCache, caches
 from django.db import transaction
 from django.db.models.signals import m2m_changed, post_delete, post_save
 from django.utils import timezone
@@ -101,52 +100,47 @@ def token_revoke(*, token: ApiToken, actor: Actor) -> ApiToken:
 
 
 class _TokenCache:
-    """Verified tokens (with their user) for a few seconds, per process: prefix ->
-    (sha256 of the token, time cached, token). Never the raw token. Entries of a token
-    saved or deleted, or of a user saved or given other groups or permissions, in this
-    process are dropped at once (revoke, admin edits, deactivation, role changes);
-    changes made by another process, or by queryset `update()`s, which send no signal,
-    show within the TTL."""
+    """Verified tokens (with their user and permissions) for a few seconds, per process,
+    in the local-memory cache alias `api_tokens`: key the token's prefix, value (sha256 of
+    the token, when the entry expires, the token). Never the raw token. Each read unpickles
+    its own copy, so one request's changes stay out of the entry. Entries of a token saved
+    or deleted in this process are dropped at once, and the whole cache when a user is
+    saved or given other groups or permissions (revoke, admin edits, deactivation, role
+    changes); changes made by another process, or by queryset `update()`s, which send no
+    signal, show within the TTL."""
 
-    MAX_ENTRIES = 10_000
+    ALIAS = "api_tokens"
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._entries: dict[str, tuple[str, float, ApiToken]] = {}
+    @property
+    def _cache(self) -> BaseCache:
+        return caches[self.ALIAS]
 
-    def get(self, prefix: str, digest: str, ttl: float) -> ApiToken | None:
-        entry = self._entries.get(prefix)
+    def get(self, prefix: str, digest: str) -> tuple[ApiToken, float] | None:
+        """The cached token and the (wall-clock) time its entry expires."""
+        entry = self._cache.get(prefix)
         if entry is None:
             return None
-        cached_digest, cached_at, token = entry
-        if time.monotonic() - cached_at >= ttl:
-            with self._lock:
-                if self._entries.get(prefix) is entry:
-                    del self._entries[prefix]
-            return None
+        cached_digest, expires, token = entry
         if not hmac.compare_digest(cached_digest, digest):
             return None
-        return token
+        return token, expires
 
-    def put(self, prefix: str, digest: str, token: ApiToken) -> None:
-        with self._lock:
-            if len(self._entries) >= self.MAX_ENTRIES:
-                self._entries.clear()
-            self._entries[prefix] = (digest, time.monotonic(), token)
+    def put(self, prefix: str, digest: str, token: ApiToken, ttl: float) -> None:
+        """Cache `token` for `ttl` seconds (an entry put again keeps its first expiry: pass
+        what is left of it)."""
+        if ttl > 0:
+            self._cache.set(prefix, (digest, time.time() + ttl, token), ttl)
 
     def drop_token(self, prefix: str) -> None:
-        with self._lock:
-            self._entries.pop(prefix, None)
+        self._cache.delete(prefix)
 
     def drop_user(self, user_id: Any) -> None:
-        with self._lock:
-            for prefix, (_, _, token) in list(self._entries.items()):
-                if token.user_id == user_id:
-                    del self._entries[prefix]
+        """A user changed: their tokens' entries are stale. The cache has no index by user,
+        and users change rarely next to API requests: every entry goes."""
+        self.clear()
 
     def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
+        self._cache.clear()
 
 
 token_cache = _TokenCache()
@@ -186,14 +180,6 @@ for _relation in (
 post_delete.connect(_user_changed, sender=get_user_model(), dispatch_uid="api-token-cache-user-del")
 
 
-def _for_request(token: ApiToken) -> ApiToken:
-    """A copy per request, so that one request's changes to the objects (Django caches
-    permissions on the user) stay out of the shared cache entry."""
-    mine = copy.copy(token)
-    mine.user = copy.copy(token.user)
-    return mine
-
-
 def token_verify(raw: str) -> ApiToken | None:
     """The active token `raw` names (and marks it used), else None.
 
@@ -206,7 +192,8 @@ def token_verify(raw: str) -> ApiToken | None:
         return None
     digest = token_hash(raw)
     ttl = float(getattr(settings, "AWAKEN_TOKEN_CACHE_SECONDS", 0.0))
-    token = token_cache.get(prefix, digest, ttl) if ttl > 0 else None
+    cached = token_cache.get(prefix, digest) if ttl > 0 else None
+    token, expires = cached if cached is not None else (None, time.time() + ttl)
     if token is None:
         token = ApiToken.objects.select_related("user").filter(prefix=prefix).first()
         if token is None or not hmac.compare_digest(token.token_hash, digest):
@@ -215,12 +202,14 @@ def token_verify(raw: str) -> ApiToken | None:
             # its permissions too: every request's copy starts with them (role changes
             # elsewhere show within the TTL, like a revocation)
             token.user.get_all_permissions()
-            token_cache.put(prefix, digest, token)
+            token_cache.put(prefix, digest, token, ttl)
     if not token.is_active or not token.user.is_active:
         return None
     now = timezone.now()
     last = token.last_used_at
     if last is None or (now - last).total_seconds() >= LAST_USED_GRANULARITY:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
-        token.last_used_at = now  # also in the cache entry: written once a minute
-    return _for_request(token)
+        token.last_used_at = now
+        if ttl > 0:  # the entry too (written once a minute), keeping its expiry
+            token_cache.put(prefix, digest, token, expires - time.time())
+    return token

@@ -20,7 +20,6 @@ import json
 import logging
 import random
 import threading
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +27,7 @@ from typing import Any
 from celery import current_app
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.cache import cache
 from django.db import transaction
 from django.db.models import BigIntegerField, Value
 from django.db.models.signals import post_delete, post_save
@@ -98,30 +98,32 @@ class Route:
 
 
 class _NoRoutes:
-    """Until when this process may assume there is no rule and no subscription at all, so
-    that opening a ticket costs no query. Only the empty answer is cached: a cached route
+    """Whether this process may assume there is no rule and no subscription at all, so
+    that opening a ticket costs no query: an entry in the local-memory `default` cache
+    for AWAKEN_NOTIFY_ROUTES_CACHE_SECONDS. Only the empty answer is cached: a cached route
     could name a channel deleted meanwhile (its outbox row would then break the event's
     transaction). Saving or deleting a channel, rule or subscription in this process
-    forgets it at once; other processes see a new rule within the TTL."""
+    forgets it at once; other processes see a new rule within the TTL. The entry holds
+    the generation at which its query started, and every forget starts a new one, so a
+    query that raced a change never counts."""
+
+    KEY = "notify:no-routes"
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._until = 0.0
         self.generation = 0  # changes with every forget
 
     def known(self) -> bool:
-        return time.monotonic() < self._until
+        return cache.get(self.KEY) == self.generation
 
     def remember(self, ttl: float, generation: int) -> None:
-        """Remember an empty answer read at `generation`, unless a change came since."""
-        with self._lock:
-            if generation == self.generation:
-                self._until = time.monotonic() + ttl
+        """Remember an empty answer read at `generation` (stale once a change came)."""
+        cache.set(self.KEY, generation, ttl)
 
     def forget(self) -> None:
         with self._lock:
             self.generation += 1
-            self._until = 0.0
+        cache.delete(self.KEY)
 
 
 no_routes = _NoRoutes()
