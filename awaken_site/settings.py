@@ -214,6 +214,23 @@ AWAKEN_EMBEDDED_WORKER = env_bool(
 AWAKEN_LEASE_SECONDS = env_float("AWAKEN_LEASE_SECONDS", 30.0, minimum=1.0)
 AWAKEN_SWEEP_SECONDS = env_float("AWAKEN_SWEEP_SECONDS", 5.0, minimum=0.1)
 AWAKEN_MAX_ATTEMPTS = env_int("AWAKEN_MAX_ATTEMPTS", 5, minimum=1)
+# Wiring, not a tuning knob (no environment variable): what follows a run's end and a
+# checkpoint's new tickets, in this order, in the transaction that ended the run or opened
+# them (runs.services.run_end). Every way a run ends calls the same list once.
+AWAKEN_RUN_END_EFFECTS = [
+    "runs.services.end_effects.effect_count_finished",
+    "runs.services.end_effects.effect_notify_ended",
+    "runs.services.end_effects.effect_failure_record",
+    "runs.services.end_effects.effect_metrics",
+    "runs.services.end_effects.effect_background_cancel",
+    "runs.services.end_effects.effect_deliver_next",
+    "runs.services.end_effects.effect_replay_ended",
+    "runs.services.end_effects.effect_abort_remote",
+]
+AWAKEN_TICKET_OPENED_EFFECTS = [
+    "runs.services.end_effects.effect_notify_tickets",
+    "runs.services.end_effects.effect_replay_decide",
+]
 # Replays (docs/replays.md): at most this many replay runs at once, all sets together.
 AWAKEN_REPLAY_CONCURRENCY = env_int("AWAKEN_REPLAY_CONCURRENCY", 2, minimum=1)
 # Retention: run trees finished more than this many days ago are deleted daily by the
@@ -476,8 +493,19 @@ if not re.fullmatch(r"\d+/(s|sec|m|min|h|hour|d|day)", API_THROTTLE_RATE):
 # pool, one round trip per request, with 0.5 s socket timeouts (it fails open); this
 # cache alias then only names the same Redis database (`clear()` in tests). Its socket
 # timeouts are explicit for the reason given at REDIS_URL above.
+#
+# `default` and `api_tokens` are local-memory caches: per process, as what they keep is
+# valid only for the process that computed it: the dashboard's figures, the usage sums,
+# the database gauges of /metrics, that no notification route exists (each for its
+# AWAKEN_*_CACHE_SECONDS), and verified API tokens (AWAKEN_TOKEN_CACHE_SECONDS) in a
+# cache of their own, emptied whole when a user's roles change.
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "api_tokens": {
+        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+        "LOCATION": "api-tokens",
+        "OPTIONS": {"MAX_ENTRIES": 10_000},
+    },
     "api_throttle": (
         {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",

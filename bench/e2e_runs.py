@@ -94,7 +94,7 @@ def worker_args(app: str, name: str, concurrency: int) -> list[str]:
 
 def runs_round(agent: Any, count: int, worker: common.Proc) -> RunsRound:
     from runs.models import Run
-    from runs.services.runs import run_start
+    from runs.services.submission_flow import run_start
 
     first_submit = time.time()
     started = time.monotonic()
@@ -183,7 +183,7 @@ def breakdown(agent: Any, count: int) -> str:
     """Execute `count` runs in this process (no Celery) and split a run's worker time."""
     from runs import store
     from runs.services import dispatch, events, execution
-    from runs.services.runs import run_start
+    from runs.services.submission_flow import run_start
 
     with mock.patch.object(dispatch, "_enqueue", lambda run_id: None):
         ids = [run_start(agent=agent, messages=f"breakdown {i}: 6*7?").pk for i in range(count)]
@@ -231,7 +231,7 @@ def breakdown(agent: Any, count: int) -> str:
 def submit_rate(agent: Any, count: int) -> float:
     """run_start calls per second from one client with the workers stopped (the tasks are
     enqueued and left in the private broker): the submitting side's own ceiling."""
-    from runs.services.runs import run_start
+    from runs.services.submission_flow import run_start
 
     started = time.perf_counter()
     for i in range(count):
@@ -255,7 +255,7 @@ def orm_floor(agent: Any) -> float:
 
     from runs.models import Run, RunEvent
     from runs.services import dispatch
-    from runs.services.runs import run_start
+    from runs.services.submission_flow import run_start
 
     with mock.patch.object(dispatch, "_enqueue", lambda run_id: None):
         run = run_start(agent=agent, messages="floor")

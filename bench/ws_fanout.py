@@ -360,7 +360,7 @@ def stream_figures(
 
 def dashboards(env: BenchEnv, daphne: Daphne, cookie: str) -> list[Figure]:
     from runs.consumers import FIGURES_EVERY_SECONDS
-    from runs.services.runs import run_start
+    from runs.services.submission_flow import run_start
 
     every = FIGURES_EVERY_SECONDS
     common.print_header(

@@ -4,7 +4,8 @@ A checkpoint is one transaction: it locks the run row, checks the worker still h
 run (attempt fencing), appends only the new messages guarded by the thread's committed
 message count, updates the run row, upserts changed tool calls, opens tickets for newly
 suspended calls and appends the events with gap-free per-run seq. Broadcast happens on
-commit.
+commit. What follows in the same transaction is declared elsewhere: the effects of new
+tickets and of the run's end (runs.services.run_end), which this adapter only calls.
 """
 
 from __future__ import annotations
@@ -23,31 +24,22 @@ from agents.services.permissions import ticket_escalation
 from common.jsonsafe import without_nul
 from runs import metrics, tracing
 from runs.message_rows import message_from_row, message_to_row
-from runs.models import Message, NotificationEvent, Run, Thread, Ticket, ToolCall
+from runs.models import Message, Run, Thread, Ticket, ToolCall
 from runs.realtime import broadcast_live
 from runs.runtime import types as rt
 from runs.runtime.background import BACKGROUND_KEY
 from runs.runtime.events import DELTA_EVENT_TYPES, Event
 from runs.runtime.ports import Checkpoint, LeaseLostError, VersionConflictError
 from runs.runtime.tool_batch import PERMISSION_ACTION
-from runs.services import stats
-from runs.services.delivery import thread_deliver_next
+from runs.services import run_end, stats
 from runs.services.events import (
     apply_thread_projection,
     events_append,
     run_reserving_seqs,
     thread_projection,
 )
-from runs.services.failures import failure_record
-from runs.services.inbox import (
-    background_cancel,
-    background_record,
-    steer_deliver,
-    wake_if_work_finished,
-)
+from runs.services.inbox import background_record, steer_deliver, wake_if_work_finished
 from runs.services.locks import retry_lock_conflicts
-from runs.services.notifications import notify_run_finished, notify_tickets
-from runs.services.replay_flow import replay_run_ended, replay_tickets_decide
 from runs.sql import release_connection, update_returning
 
 
@@ -245,35 +237,37 @@ class OrmCheckpointStore:
             inputs_accepted = self._append_messages(checkpoint, thread_projection(run))
             if inputs_accepted is None:
                 inputs_accepted = apply_thread_projection(run)
-            tools = self._save_tool_calls(run, checkpoint, now)
+            tools, opened = self._save_tool_calls(run, checkpoint, now)
             events_append(run, events, now=now, save_counter=False)
-            if self.replay:  # nobody sees a replay's tickets: its set's policy decides
-                replay_tickets_decide(run)
+            if opened or self.replay:  # (a replay's policy decides every checkpoint's)
+                run_end.tickets_opened_effects(run_end.TicketsOpened(run, opened, now, self.replay))
             if checkpoint.background_starts or checkpoint.background_delivered:
                 background_record(
                     run, checkpoint.background_starts, checkpoint.background_delivered, now
                 )
             delivered = None
-            if finishing:
-                if run.finished_at == now:  # it was not done before
-                    stats.run_finished(run, tools)
+            if finishing:  # the run's end: what follows it (runs.services.run_end)
+                record, first = checkpoint.record, run.finished_at == now  # not done before
+                state = record.state
+                ended = run_end.RunEnded(
+                    run=run,
+                    how=run_end.FINISHED,
+                    now=now,
+                    first=first,
+                    replay=self.replay,
+                    error_payload=record.error_payload,
+                    inputs_accepted=inputs_accepted,
+                    # its unfinished work ends with it (a run that never started any has none)
+                    background_work=bool(
+                        state is not None and state.extensions.get(BACKGROUND_KEY)
+                    ),
+                    agent=record.agent_id,
+                    started_at=_dt(record.started_at),
+                    tool_usage=tools,  # counted with the run's (effect_count_finished)
+                )
+                run_end.run_end_effects(ended)
+                if first:
                     tools = Counter()
-                    if not self.replay:
-                        notify_run_finished(run, checkpoint.record.error_payload)
-                        failure_record(run, checkpoint.record.error_payload, now=now)
-                    metrics.run_finished(
-                        checkpoint.record.agent_id,
-                        run.status,
-                        run.status_reason,
-                        _dt(checkpoint.record.started_at) or run.created_at,
-                        now,
-                    )
-                state = checkpoint.record.state
-                if state is not None and state.extensions.get(BACKGROUND_KEY):
-                    background_cancel(run, now)  # its unfinished work ends with it
-                thread_deliver_next(run, inputs_accepted)  # its next queued input starts
-                if self.replay:
-                    replay_run_ended(run.pk)  # its set's next replays start
             elif checkpoint.accepts_input and run.pending_inputs:
                 count = checkpoint.expected_message_count + len(checkpoint.new_messages)
                 delivered = steer_deliver(run, count)
@@ -344,14 +338,15 @@ class OrmCheckpointStore:
 
     def _save_tool_calls(
         self, run: Run, checkpoint: Checkpoint, now: dt.datetime
-    ) -> Counter[stats.UsageKey]:
+    ) -> tuple[Counter[stats.UsageKey], list[Ticket]]:
         """Upsert the changed calls in one statement (a call's step and creation time are
         kept) and open a ticket for each newly suspended one. Returns the usage counters
-        of the calls that finished (succeeded or failed), for the caller to write last."""
+        of the calls that finished (succeeded or failed), for the caller to write last,
+        and the tickets opened."""
         states = checkpoint.tool_calls
         usage: Counter[stats.UsageKey] = Counter()
         if not states:
-            return usage
+            return usage, []
         rows: dict[str, ToolCall] = {}
         for state in states:
             rows[state.call_id] = ToolCall(
@@ -382,9 +377,9 @@ class OrmCheckpointStore:
             update_fields=list(TOOL_CALL_FIELDS),
         )
         suspended = [s for s in states if s.status is rt.ToolCallStatus.SUSPENDED]
-        if suspended:
-            self._open_tickets(run, suspended, rows, checkpoint, now)
-        return usage
+        if not suspended:
+            return usage, []
+        return usage, self._open_tickets(run, suspended, rows, checkpoint, now)
 
     def _open_tickets(
         self,
@@ -393,7 +388,7 @@ class OrmCheckpointStore:
         rows: dict[str, ToolCall],
         checkpoint: Checkpoint,
         now: dt.datetime,
-    ) -> None:
+    ) -> list[Ticket]:
         already = set(
             Ticket.objects.filter(
                 run=run,
@@ -423,8 +418,7 @@ class OrmCheckpointStore:
         )
         if opened:
             Run.objects.filter(pk=run.pk).update(open_tickets=F("open_tickets") + len(opened))
-            if not self.replay:  # a replay's tickets are decided at once, by no one
-                notify_tickets(opened, NotificationEvent.TICKET_OPENED)
+        return opened
 
 
 TOOL_CALL_FIELDS = (

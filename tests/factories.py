@@ -157,7 +157,7 @@ def waiting_run(
     """A run of a new scripted agent driven until it waits: by default its agent asks
     (APPROVAL) before writing the note `title`, then answers "all done"."""
     from runs.models import Run
-    from runs.services.runs import run_start
+    from runs.services.submission_flow import run_start
     from tests.runs.helpers import drive
 
     agent = scripted_agent(
@@ -180,7 +180,7 @@ def step_end_event(run: Any, seq: int) -> Any:
 def done_run(text: str = "hi there") -> Any:
     """A run of a new scripted agent that answered `text` and finished."""
     from runs.models import Run
-    from runs.services.runs import run_start
+    from runs.services.submission_flow import run_start
     from tests.runs.helpers import drive
 
     agent = scripted_agent([{"text": text}])

@@ -32,7 +32,8 @@ from common.api.tokens import token_create
 from common.audit import Actor
 from common.models import ApiToken, AuditEntry
 from runs.models import Run, Thread, Ticket
-from runs.services.runs import run_retry, run_start
+from runs.services.runs import run_retry
+from runs.services.submission_flow import run_start
 from runs.services.tickets import decision_submit
 from tests.factories import APPROVAL, AgentFactory, call, publish, scripted_agent, user_with_role
 from tests.runs.helpers import drive

@@ -24,7 +24,7 @@ from common.models import AuditEntry
 from runs.models import Decision, Message, Run, RunEvent, Thread, Ticket, ToolCall
 from runs.services import retention, stats
 from runs.services.retention import RetentionError, prune_runs
-from runs.services.runs import run_start
+from runs.services.submission_flow import run_start
 from runs.services.tickets import decision_submit
 from runs.tasks import prune_old_runs
 from tests.factories import APPROVAL, call, scripted_agent

@@ -36,8 +36,9 @@ from common.errors import IllegalTransition, InvalidInput, NotFound
 from common.jsonsafe import unstorable_in
 from runs.models import PendingInput, Run, Thread, Ticket
 from runs.services.creation import run_for_idempotency_key, thread_open_run
-from runs.services.inputs import input_submit
 from runs.services.runs import run_cancel
+from runs.services.submission import Submission
+from runs.services.submission_flow import submission_accept
 from runs.services.tickets import decision_submit
 
 from .tasks import agent_run, answers_with_text, operator_tickets
@@ -129,21 +130,20 @@ def message_send(agent: Agent, message: Message, caller: Caller) -> uuid.UUID:
 
 def _new_task(agent: Agent, message: Message, content: Content, caller: Caller) -> uuid.UUID:
     caller.require("runs.start_run", "starting a task")
-    key = _key(message)
-    if key:
-        existing = run_for_idempotency_key(actor=caller.actor, key=key)
-        if existing is not None:
-            return existing.pk
+    key = _key(message)  # a repeat answers the task it started (submission_accept)
     thread = _context_thread(agent, message.context_id, caller) if message.context_id else None
     if thread is not None:
         open_run = thread_open_run(thread)
         if open_run is not None:
+            existing = run_for_idempotency_key(actor=caller.actor, key=key) if key else None
+            if existing is not None:  # a repeat while the task it started is open
+                return existing.pk
             raise UnsupportedOperationError(
                 f"context {thread.pk} has an open task {open_run.pk} ({open_run.status}): "
                 "send this message with that taskId to answer or steer it, or wait for it "
                 "to end"
             )
-    outcome = input_submit(
+    command = Submission.build(
         agent=agent,
         messages=_user_messages(content),
         thread=thread,
@@ -151,7 +151,9 @@ def _new_task(agent: Agent, message: Message, content: Content, caller: Caller) 
         actor=caller.actor,
         idempotency_key=key,
     )
+    outcome = submission_accept(command)
     if outcome.run is None:  # a run opened on the context meanwhile: the input waits
+        assert outcome.input is not None
         raise UnsupportedOperationError(
             "another task opened on this context meanwhile; the message is queued behind "
             f"it as input {outcome.input.pk} and starts a task when that one ends"
@@ -196,13 +198,14 @@ def _to_task(agent: Agent, message: Message, content: Content, caller: Caller) -
         _answer(tickets, message, content, caller)
     else:
         caller.require("runs.start_run", "steering a working task")
-        input_submit(
+        command = Submission.build(
             agent=None,
             messages=_user_messages(content),
             run=run,
             mode=PendingInput.Mode.STEER,
             actor=caller.actor,
         )
+        submission_accept(command)
     return run.pk
 
 

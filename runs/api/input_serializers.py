@@ -7,6 +7,9 @@ from typing import Any
 
 from rest_framework import serializers
 
+from runs.api.fields import PriorityField, input_mode_field, input_priority_field
+from runs.services.submission import PRIORITY_RANGE
+
 from .serializers import (
     INPUT_MODE_HELP,
     INPUT_MODES,
@@ -20,10 +23,8 @@ from .serializers import (
 
 class RunInputCreateSerializer(serializers.Serializer):
     messages = MessageInSerializer(many=True, min_length=1, max_length=50)
-    mode = serializers.ChoiceField(choices=INPUT_MODES, default="queue", help_text=INPUT_MODE_HELP)
-    priority = serializers.IntegerField(
-        min_value=0, max_value=255, default=128, help_text=INPUT_PRIORITY_HELP
-    )
+    mode = input_mode_field(INPUT_MODE_HELP)
+    priority = input_priority_field(INPUT_PRIORITY_HELP)
     idempotency_key = serializers.CharField(
         max_length=200,
         required=False,
@@ -37,9 +38,7 @@ class InputEditSerializer(serializers.Serializer):
     messages = MessageInSerializer(
         many=True, min_length=1, max_length=50, required=False, help_text="Replace the text."
     )
-    priority = serializers.IntegerField(
-        min_value=0, max_value=255, required=False, help_text=INPUT_PRIORITY_HELP
-    )
+    priority = PriorityField(required=False, help_text=INPUT_PRIORITY_HELP)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if "messages" not in attrs and "priority" not in attrs:
@@ -60,9 +59,7 @@ class InputListQuerySerializer(serializers.Serializer):
 
 
 class PrioritySerializer(serializers.Serializer):
-    priority = serializers.IntegerField(
-        min_value=0, max_value=255, help_text="0 (high) … 255 (low)."
-    )
+    priority = PriorityField(help_text=f"{PRIORITY_RANGE}.")
 
 
 class PendingInputSerializer(serializers.Serializer):

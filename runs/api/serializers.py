@@ -11,6 +11,7 @@ from rest_framework import serializers
 
 from agents.pricing import cost_text, run_cost_usd
 from runs.api.claims import ClaimantField, ClaimedUntilField
+from runs.api.fields import input_mode_field, input_priority_field
 from runs.api.team_serializers import NEW_THREAD_TEAM_HELP
 from runs.models import BackgroundTask, Decision, Message, PendingInput, Run, Thread, Ticket
 from runs.selectors import WAITING_REASONS
@@ -238,10 +239,8 @@ class ThreadMessageCreateSerializer(serializers.Serializer):
     )
     messages = MessageInSerializer(many=True, min_length=1, max_length=50)
     idempotency_key = serializers.CharField(max_length=200, required=False, allow_blank=True)
-    mode = serializers.ChoiceField(choices=INPUT_MODES, default="queue", help_text=INPUT_MODE_HELP)
-    priority = serializers.IntegerField(
-        min_value=0, max_value=255, default=128, help_text=INPUT_PRIORITY_HELP
-    )
+    mode = input_mode_field(INPUT_MODE_HELP)
+    priority = input_priority_field(INPUT_PRIORITY_HELP)
 
 
 class TicketListQuerySerializer(serializers.Serializer):

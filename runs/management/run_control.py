@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from common.audit import Actor
 from runs.models import PendingInput
+from runs.services.submission import priority_error
 
 M = TypeVar("M", bound=models.Model)
 
@@ -34,8 +35,9 @@ def find(queryset: models.QuerySet[M], raw: Any, what: str) -> M:
 
 
 def check_priority(value: int | None) -> int | None:
-    if value is not None and not 0 <= value <= 255:
-        raise CommandError(f"priority must be between 0 (high) and 255 (low), got {value}")
+    """`value` (None: not given), or the priority rule's refusal as a CommandError."""
+    if value is not None and (error := priority_error(value)) is not None:
+        raise CommandError(error)
     return value
 
 

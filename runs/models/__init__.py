@@ -6,6 +6,8 @@ from runs.fields import RowJSONField, uuid7_default  # migrations name them here
 from runs.models.control import BackgroundTask, PendingInput, Schedule
 from runs.models.core import (
     DEFAULT_PRIORITY,
+    PRIORITY_MAX,
+    PRIORITY_MIN,
     PRIORITY_VALIDATORS,
     Message,
     Run,
@@ -31,6 +33,8 @@ from runs.models.tickets import DELEGATE_TICKET_PREFIX, Decision, Ticket, Ticket
 __all__ = [
     "DEFAULT_PRIORITY",
     "DELEGATE_TICKET_PREFIX",
+    "PRIORITY_MAX",
+    "PRIORITY_MIN",
     "PRIORITY_VALIDATORS",
     "BackgroundTask",
     "Decision",

@@ -12,8 +12,11 @@ from common.models import default_team_id
 from runs.fields import RowJSONField, uuid7_default
 from runs.runtime.types import RunStatus, waiting_reason_from_status_reason
 
-DEFAULT_PRIORITY = 128  # upstream's: 0 is the highest, 255 the lowest
-PRIORITY_VALIDATORS = [MinValueValidator(0), MaxValueValidator(255)]
+# Upstream's bounds: 0 is the highest, 255 the lowest. The rule that checks them is
+# runs.services.submission.priority_check; these validators are the database's guard.
+PRIORITY_MIN, PRIORITY_MAX = 0, 255
+DEFAULT_PRIORITY = 128
+PRIORITY_VALIDATORS = [MinValueValidator(PRIORITY_MIN), MaxValueValidator(PRIORITY_MAX)]
 
 
 class Thread(models.Model):

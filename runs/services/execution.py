@@ -30,7 +30,6 @@ from runs.message_rows import message_to_row
 from runs.models import (
     DELEGATE_TICKET_PREFIX,
     Message,
-    NotificationEvent,
     PendingInput,
     Run,
     Thread,
@@ -59,7 +58,7 @@ from runs.services import stats
 from runs.services.background import background_sweep
 from runs.services.creation import normalize_input_messages
 from runs.services.deadlines import tickets_expire, tickets_warn
-from runs.services.delivery import thread_deliver_next, thread_start_next
+from runs.services.delivery import thread_start_next
 from runs.services.dispatch import run_dispatch
 from runs.services.events import (
     RUN_ROW_FIELDS,
@@ -68,8 +67,7 @@ from runs.services.events import (
     events_append,
     run_identity,
 )
-from runs.services.failures import failure_record
-from runs.services.inbox import background_cancel, background_results
+from runs.services.inbox import background_results
 from runs.services.leases import (
     LEASE_EXPIRED,
     SEGMENT_STOPPED,
@@ -80,10 +78,9 @@ from runs.services.leases import (
     worker_identity,
 )
 from runs.services.locks import lock_thread_of, retry_lock_conflicts
-from runs.services.notifications import notify_run
-from runs.services.remote import abort_remote_on_commit
-from runs.services.replay_flow import REPLAY_MODE, replay_run_ended, replays_repair
+from runs.services.replay_flow import REPLAY_MODE, replays_repair
 from runs.services.replay_tools import replay_tool_wrapper
+from runs.services.run_end import FAILED, RunEnded, run_end_effects
 from runs.services.runs import run_request_cancel_flag
 from runs.services.tickets import decision_submit, tickets_close_open
 from runs.sql import release_connection, update_returning
@@ -296,15 +293,7 @@ def run_fail(*, run_id: Any, attempt: int | None, message: str, given_up: bool =
     run.finished_at = now
     run.updated_at = now
     tickets_close_open(run, now)
-    background_cancel(run, now)
     run.save()
-    stats.run_finished(run)
-    failure_record(run, run.error_payload, now=now)  # its failure group (not for replays)
-    metrics.run_ended(run)
-    if run.run_mode != REPLAY_MODE:  # replays notify nobody
-        notify_run(
-            run, NotificationEvent.RUN_GIVEN_UP if given_up else NotificationEvent.RUN_FAILED
-        )
     events_append(
         run,
         [
@@ -313,10 +302,18 @@ def run_fail(*, run_id: Any, attempt: int | None, message: str, given_up: bool =
         now=now,
     )
     apply_thread_projection(run)
-    thread_deliver_next(run)
-    if run.run_mode == REPLAY_MODE:
-        replay_run_ended(run.pk)  # its set's next replays start
-    abort_remote_on_commit(run)
+    # what follows its end, as after any (runs.services.run_end): counters, run.failed or
+    # run.given_up, its failure group, background work, the thread's next input, ...
+    run_end_effects(
+        RunEnded(
+            run=run,
+            how=FAILED,
+            now=now,
+            replay=run.run_mode == REPLAY_MODE,
+            error_payload=run.error_payload,
+            given_up=given_up,
+        )
+    )
     return True
 
 

@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from common.audit import Actor
 from common.errors import ServiceError
-from runs.models import Decision, Message, ReplayItem, ReplaySet, Run, Ticket
+from runs.models import PRIORITY_MAX, Decision, Message, ReplayItem, ReplaySet, Run, Ticket
 from runs.runtime import types as rt
 from runs.services.creation import new_thread_for, run_create
 from runs.services.dispatch import enqueue_on_commit
@@ -31,7 +31,7 @@ from runs.services.tickets import decision_submit
 
 logger = logging.getLogger(__name__)
 
-REPLAY_PRIORITY = 255  # the lowest: workers take live runs first
+REPLAY_PRIORITY = PRIORITY_MAX  # the lowest: workers take live runs first
 REPLAY_MODE = "replay"
 POLICY_ACTOR = Actor(label="replay policy", source="replay")
 

@@ -1,191 +1,41 @@
-"""Starting, continuing, cancelling and retrying runs."""
+"""Cancelling, retrying and re-prioritizing runs (starting and continuing them:
+runs.services.submission_flow)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from agents.models import Agent
 from agents.pricing import price_snapshot
 from common.audit import SYSTEM, Actor, audit_record
-from common.errors import IllegalTransition, InvalidInput
-from common.teams import by_operator, ensure_reason, ensure_writable, ensure_writable_as_read
-from runs import metrics
-from runs.models import DEFAULT_PRIORITY, Run, Thread, Ticket, ToolCall
+from common.errors import IllegalTransition
+from common.teams import by_operator, ensure_reason, ensure_writable
+from runs.models import Run, Thread, ToolCall
 from runs.runtime import types as rt
 from runs.runtime.loop import end_without_activation
 from runs.services import stats
 from runs.services.creation import (
-    append_to_thread,
     input_for,
-    new_thread_for,
     normalize_input_messages,
-    run_create,
     run_for_idempotency_key,
     thread_open_run,
 )
-from runs.services.delivery import thread_deliver_next
 from runs.services.dispatch import run_dispatch
 from runs.services.events import (
     apply_thread_projection,
     events_append,
     run_identity,
 )
-from runs.services.inbox import background_cancel
-from runs.services.locks import lock_thread_of, lock_thread_with_open_run, retry_lock_conflicts
-from runs.services.remote import abort_remote_on_commit
-from runs.services.replay_flow import REPLAY_MODE, replay_run_ended
-from runs.services.tickets import decision_submit, tickets_close_open
+from runs.services.locks import lock_thread_of, retry_lock_conflicts
+from runs.services.replay_flow import REPLAY_MODE
+from runs.services.run_end import CANCELLED, RunEnded, run_end_effects
+from runs.services.submission import priority_check
+from runs.services.tickets import tickets_close_open
 
 __all__ = ["normalize_input_messages", "run_for_idempotency_key"]  # their old home
-
-
-def run_start(
-    *,
-    agent: Agent,
-    messages: Any,
-    thread: Thread | None = None,
-    idempotency_key: str = "",
-    actor: Actor = SYSTEM,
-    priority: int = DEFAULT_PRIORITY,
-) -> Run:
-    """Start a run on a new or existing thread. A message to a thread whose open run
-    waits continues that run (same run id) instead of starting another."""
-    run, _ = run_start_or_reuse(
-        agent=agent,
-        messages=messages,
-        thread=thread,
-        idempotency_key=idempotency_key,
-        actor=actor,
-        priority=priority,
-    )
-    return run
-
-
-def run_start_or_reuse(
-    *,
-    agent: Agent | Callable[[], Agent],
-    messages: Any,
-    thread: Thread | None = None,
-    idempotency_key: str = "",
-    actor: Actor = SYSTEM,
-    priority: int = DEFAULT_PRIORITY,
-) -> tuple[Run, bool]:
-    """`run_start`, and whether it created a run. It reuses one (False) for a repeat of
-    the submitter's idempotency key (also one that lost the race to a concurrent request
-    with the same key) and for input that continued a waiting run; the API answers those
-    200 rather than 201. `agent` may be its lookup, made in the submission's transaction
-    (the API's: the agent's read is not a transaction of its own)."""
-    try:
-        return _submit(agent, messages, thread, idempotency_key, actor, priority)
-    except IntegrityError:
-        if not idempotency_key:
-            raise
-        existing = run_for_idempotency_key(actor=actor, key=idempotency_key)
-        if existing is None:
-            raise
-        return existing, False
-
-
-@retry_lock_conflicts
-@transaction.atomic
-def _submit(
-    agent: Agent | Callable[[], Agent],
-    messages: Any,
-    thread: Thread | None,
-    idempotency_key: str,
-    actor: Actor,
-    priority: int,
-) -> tuple[Run, bool]:
-    if not isinstance(agent, Agent):
-        agent = agent()
-    if idempotency_key:
-        existing = run_for_idempotency_key(actor=actor, key=idempotency_key)
-        if existing is not None:
-            return existing, False
-    if Agent.team.is_cached(agent):  # read with the agent (the API joins it)
-        ensure_writable_as_read(agent.team)
-    else:
-        ensure_writable(agent.team_id)
-    if thread is not None:
-        ensure_writable(thread.team_id)
-    new_messages = normalize_input_messages(messages)
-    new_thread = thread is None
-    if thread is None:  # inserted below, once its run pointers are known
-        thread = new_thread_for(new_messages, agent.team_id)
-        open_run = None
-    else:  # its open run first, then the thread (runs.services.locks)
-        thread, open_run = lock_thread_with_open_run(thread.pk)
-    if open_run is not None:
-        if open_run.status == Run.Status.WAITING:
-            run, _ = run_continue(open_run, thread, new_messages, actor)
-            return run, False
-        raise IllegalTransition(
-            f"thread {thread.pk} already has a {open_run.status} run ({open_run.pk}); "
-            "wait for it to finish, cancel it, or send the message as input to the thread "
-            "(mode queue, steer or interrupt_then_queue)",
-            {"run_id": str(open_run.pk), "status": open_run.status},
-        )
-    run = run_create(
-        thread,
-        agent,
-        new_messages,
-        actor,
-        new_thread=new_thread,
-        idempotency_key=idempotency_key,
-        priority=priority,
-    )
-    return run, True
-
-
-def run_continue(
-    run: Run,
-    thread: Thread,
-    messages: list[rt.Message],
-    actor: Actor,
-    submission_events: Callable[[Run, list[str]], list[dict[str, Any]]] | None = None,
-) -> tuple[Run, list[str]]:
-    """New input for a waiting run (the thread locked by the caller): open tickets are
-    superseded (rejected by the system, so the model hears about it), the input is
-    appended and the run resumes. Returns the run and the superseded tickets' ids."""
-    run = Run.objects.select_for_update(no_key=True).get(pk=run.pk)
-    superseded = []
-    for ticket in Ticket.objects.filter(run=run, status=Ticket.Status.PENDING):
-        decision_submit(
-            ticket=ticket,
-            action="reject",
-            comment="superseded by a new user message",
-            dispatch=False,
-        )
-        superseded.append(str(ticket.pk))
-    trigger_ids = append_to_thread(thread, messages)
-    Thread.objects.filter(pk=thread.pk).update(
-        message_count=thread.message_count, updated_at=timezone.now()
-    )
-    Run.objects.filter(pk=run.pk).update(
-        input=input_for(thread, trigger_ids), due=True, updated_at=timezone.now()
-    )
-    if submission_events is not None:
-        run.refresh_from_db(fields=["last_event_seq"])
-        events_append(run, submission_events(run, trigger_ids))
-    run_dispatch(run.pk)
-    run.refresh_from_db()
-    audit_record(
-        actor=actor,
-        action="run.continue",
-        target_type="run",
-        target_id=run.pk,
-        run=run,
-        after={
-            "messages": [m.text() for m in messages],
-            **({"superseded_tickets": superseded} if superseded else {}),
-        },
-    )
-    return run, superseded
 
 
 @retry_lock_conflicts
@@ -237,9 +87,7 @@ def run_cancel_unchecked(*, run: Run, actor: Actor = SYSTEM, reason: str = "") -
 
 
 def _finish_cancelled(run: Run, now: Any) -> None:
-    abort_remote_on_commit(run)
     tickets_close_open(run, now)
-    background_cancel(run, now)
     ToolCall.objects.filter(
         run=run, status__in=[ToolCall.Status.SUSPENDED, ToolCall.Status.RESUMING]
     ).update(status=ToolCall.Status.CANCELLED, updated_at=now)
@@ -271,12 +119,19 @@ def _finish_cancelled(run: Run, now: Any) -> None:
             "open_tickets",
         ]
     )
-    stats.run_finished(run)
-    metrics.run_ended(run)
     events_append(run, end_events, now=now)
-    thread_deliver_next(run, apply_thread_projection(run))
-    if run.run_mode == REPLAY_MODE:
-        replay_run_ended(run.pk)  # its set's next replays start
+    inputs_accepted = apply_thread_projection(run)
+    # what follows its end, as after any (runs.services.run_end): counters, background
+    # work, the thread's next input, the replay's set, the remote task, ...
+    run_end_effects(
+        RunEnded(
+            run=run,
+            how=CANCELLED,
+            now=now,
+            replay=run.run_mode == REPLAY_MODE,
+            inputs_accepted=inputs_accepted,
+        )
+    )
 
 
 @retry_lock_conflicts
@@ -334,11 +189,7 @@ def run_request_cancel_flag(run_id: Any) -> bool:
 @transaction.atomic
 def run_set_priority(*, run: Run, priority: int, actor: Actor = SYSTEM) -> Run:
     """Change the priority of a run no worker has taken yet (created and due)."""
-    if not 0 <= priority <= 255:
-        raise InvalidInput(
-            f"priority must be between 0 (high) and 255 (low), got {priority}",
-            {"priority": [str(priority)]},
-        )
+    priority = priority_check(priority)
     ensure_writable(run.agent.team_id)
     before = run.priority
     updated = Run.objects.filter(

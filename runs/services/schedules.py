@@ -44,6 +44,7 @@ from runs.services.creation import (
     run_create,
     thread_open_run,
 )
+from runs.services.submission import Submission
 
 logger = logging.getLogger(__name__)
 
@@ -248,9 +249,14 @@ def _start_run(schedule: Schedule, actor: Actor) -> Run:
         Schedule.objects.select_for_update(of=("self",)).select_related("agent").get(pk=schedule.pk)
     )
     ensure_writable(schedule.agent.team_id)  # a frozen team's schedule does not fire
-    messages = normalize_input_messages(schedule.message)
+    # the submission command checks what the schedule sends, as for any other sender;
+    # accepting it differs (a busy thread is ThreadBusy, not queued input)
+    command = Submission.build(
+        agent=schedule.agent, messages=schedule.message, priority=schedule.priority, actor=actor
+    )
+    messages = command.message_list
     options: dict[str, Any] = {
-        "priority": schedule.priority,
+        "priority": command.priority,
         "run_mode": "scheduled",
         "schedule": schedule,
     }

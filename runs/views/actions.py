@@ -27,12 +27,12 @@ from runs.permissions import (
     require,
     visible_or_404,
 )
-from runs.services.inputs import InputOutcome, input_submit
 from runs.services.locks import lock_thread_with_open_run
 from runs.services.runs import run_cancel, run_retry
+from runs.services.submission import Submission, priority_parse
+from runs.services.submission_flow import SubmissionOutcome, submission_accept
 from runs.services.tickets import decision_submit
 from runs.ticket_forms import edited_arguments, parse_answer
-from runs.views.control import parse_priority
 from runs.views.detail import PARTIAL_SECTIONS, run_form_error, run_page_context
 from runs.views.forms import FormError, page_action
 from runs.views.htmx import is_htmx
@@ -171,14 +171,14 @@ def send_message(request: HttpRequest, thread_id: Any = None) -> HttpResponse:
         raise InvalidInput("Choose an agent.", {"field": "agent"})
     text = request.POST.get("message", "")
     mode = request.POST.get("mode") or PendingInput.Mode.QUEUE
-    priority = parse_priority(request.POST.get("priority"))
+    priority = priority_parse(request.POST.get("priority"))
     if mode == PendingInput.Mode.INTERRUPT_THEN_QUEUE and not request.user.has_perm(CANCEL, agent):
         ensure_not_frozen_only(request.user, CANCEL, agent)
         raise Forbidden("You may not cancel runs, so you may not interrupt one.")
-    outcome: InputOutcome | None = None
+    outcome: SubmissionOutcome | None = None
     with transaction.atomic():
         if mode != PendingInput.Mode.RESUME_OPEN_RUN or not _supersede_unconfirmed(request, thread):
-            outcome = input_submit(
+            command = Submission.build(
                 agent=agent,
                 messages=text,
                 thread=thread,
@@ -186,6 +186,7 @@ def send_message(request: HttpRequest, thread_id: Any = None) -> HttpResponse:
                 priority=priority,
                 actor=actor_for(request),
             )
+            outcome = submission_accept(command)
     if outcome is None:
         assert thread is not None
         return _ask_to_confirm(request, thread, agent, text, priority)
@@ -197,8 +198,9 @@ def send_message(request: HttpRequest, thread_id: Any = None) -> HttpResponse:
     return redirect("runs:thread-list")
 
 
-def _waiting_text(outcome: InputOutcome) -> str:
+def _waiting_text(outcome: SubmissionOutcome) -> str:
     input_ = outcome.input
+    assert input_ is not None  # it waits
     if input_.mode == PendingInput.Mode.STEER and input_.run_id:
         return f"Input #{input_.seq} goes into the open run at its next step."
     if outcome.interrupted is not None and outcome.interrupted.status == Run.Status.DONE:

@@ -14,9 +14,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from common.audit import Actor, request_actor
-from common.errors import InvalidInput
 from runs import selectors
-from runs.models import DEFAULT_PRIORITY, PendingInput, Run, Thread
+from runs.models import PendingInput, Run, Thread
 from runs.permissions import (
     CANCEL,
     EDIT_INPUT,
@@ -30,6 +29,7 @@ from runs.permissions import (
 from runs.selectors.base import Rows, newest_rows
 from runs.services.inputs import input_edit, input_retract, thread_interrupt
 from runs.services.runs import run_set_priority
+from runs.services.submission import priority_parse
 from runs.views.forms import page_action
 
 Mode = PendingInput.Mode
@@ -83,18 +83,6 @@ def input_modes(open_run: Run | None, can: dict[str, bool]) -> list[ModeChoice]:
     if open_run.status == Run.Status.WAITING:
         modes.append(MODE_CHOICES[Mode.RESUME_OPEN_RUN])
     return modes
-
-
-def parse_priority(raw: Any) -> int:
-    """A form's priority: blank is the default; anything but 0…255 is refused."""
-    text = str(raw or "").strip()
-    if not text:
-        return DEFAULT_PRIORITY
-    if not text.isdigit() or not 0 <= int(text) <= 255:
-        raise InvalidInput(
-            f"priority must be a whole number from 0 (high) to 255 (low), not {text!r}"
-        )
-    return int(text)
 
 
 def pending_inputs(**where: Any) -> Rows:
@@ -189,7 +177,7 @@ def edit_input(request: HttpRequest, input_id: Any) -> HttpResponse:
     edited = input_edit(
         input_id=input_.pk,
         messages=request.POST.get("message", ""),
-        priority=parse_priority(request.POST.get("priority")),
+        priority=priority_parse(request.POST.get("priority")),
         actor=actor_for(request),
     )
     messages.success(request, f"Input #{edited.seq} changed.")
@@ -237,7 +225,7 @@ def set_priority(request: HttpRequest, run_id: Any) -> HttpResponse:
     run = get_object_or_404(Run.objects.select_related("agent"), pk=run_id)
     if (refused := denied(request, PRIORITIZE, run, "change priorities in this team")) is not None:
         return refused
-    priority = parse_priority(request.POST.get("priority"))
+    priority = priority_parse(request.POST.get("priority"))
     run_set_priority(run=run, priority=priority, actor=actor_for(request))
     messages.success(request, f"Priority set to {priority}.")
     return redirect("runs:run-detail", run_id=run.pk)

@@ -23,8 +23,7 @@ from runs.models.notifications import (
     NotificationRule,
     NotificationSubscription,
 )
-from runs.services.inputs import input_submit
-from runs.services.runs import run_start
+from runs.services.submission_flow import input_submit, run_start
 from tests.conftest import clear_process_caches
 from tests.factories import (
     APPROVAL,

@@ -12,7 +12,7 @@ from agents.selectors import agent_version_latest
 from agents.services.agents import agent_publish
 from common.audit import SYSTEM
 from runs.models import Run
-from runs.services.runs import run_start
+from runs.services.submission_flow import run_start
 from tests.factories import AgentFactory
 from tests.runs.helpers import drive
 

@@ -37,7 +37,8 @@ from runs.runtime.loop import RunIdentity
 from runs.runtime.ports import NullEventSink
 from runs.runtime.types import ResumeDecisionAction, ToolCallResume, ToolDescriptor
 from runs.services.execution import run_advance, run_claim, run_execute, runs_sweep
-from runs.services.runs import run_cancel, run_start
+from runs.services.runs import run_cancel
+from runs.services.submission_flow import run_start
 from runs.services.tickets import decision_submit
 from runs.store import OrmCheckpointStore
 from tests.a2a_server import JSONRPC, REST, A2AServer, interface_url

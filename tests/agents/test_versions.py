@@ -21,7 +21,7 @@ from common.audit import Actor
 from common.errors import NotFound
 from common.models import AuditEntry
 from runs.models import Run, Ticket
-from runs.services.runs import run_start
+from runs.services.submission_flow import run_start
 from runs.services.tickets import decision_submit
 from tests.factories import (
     APPROVAL,

@@ -11,7 +11,7 @@ from django.db import connection
 from agents.models import Note
 from common.models import AuditEntry
 from runs.models import Decision, Run, Ticket
-from runs.services.runs import run_start
+from runs.services.submission_flow import run_start
 from tests.api.helpers import assert_error
 from tests.api.schema_check import conforms
 from tests.factories import (

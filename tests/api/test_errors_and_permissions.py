@@ -22,7 +22,7 @@ def world():
     """A waiting run, a failed run and an agent: ids for every endpoint."""
     waiting = waiting_run()
     failed_agent = scripted_agent([{"error": "flaky"}])
-    from runs.services.runs import run_start
+    from runs.services.submission_flow import run_start
     from tests.runs.helpers import drive
 
     failed = drive(run_start(agent=failed_agent, messages="go"))

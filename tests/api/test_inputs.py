@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from common.models import AuditEntry
 from runs.models import PendingInput, Run, Thread, Ticket
-from runs.services.inputs import input_submit
+from runs.services.submission_flow import input_submit
 from tests.api.helpers import assert_error
 from tests.api.schema_check import conforms
 from tests.factories import call, done_run, scripted_agent, waiting_run
@@ -218,7 +218,10 @@ def test_bad_mode_priority_and_empty_text_are_400(operator_api):
     error = assert_error(send(operator_api, run.thread_id, mode="later"), 400, "invalid")
     assert error["message"].startswith("mode:") and "later" in error["message"]
     error = assert_error(send(operator_api, run.thread_id, priority=300), 400, "invalid")
-    assert error["message"] == "priority: Ensure this value is less than or equal to 255."
+    assert (
+        error["message"]
+        == "priority: priority must be an integer from 0 (high) to 255 (low), got 300"
+    )
     error = assert_error(send(operator_api, run.thread_id, "   "), 400, "invalid")
     assert error["message"] == "messages[0].content is empty"
     path = RUN_INPUTS.format(run_id=run.pk)

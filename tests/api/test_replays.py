@@ -9,7 +9,7 @@ import pytest
 
 from runs.models import ReplaySet, Run
 from runs.services.execution import run_advance
-from runs.services.runs import run_start
+from runs.services.submission_flow import run_start
 from tests.api.helpers import assert_error
 from tests.api.schema_check import conforms
 from tests.factories import bearer, scripted_agent, token_for, user_with_role

@@ -26,7 +26,7 @@ from schemathesis.checks import (
 from agents.models import RemoteEndpoint
 from common.models import AuditEntry
 from runs.models import Message, Ticket
-from runs.services.inputs import input_submit
+from runs.services.submission_flow import input_submit
 from tests.api.helpers import assert_error
 from tests.factories import bearer, token_for, user_with_role, waiting_run
 

@@ -13,7 +13,7 @@ from django.test import AsyncClient
 
 from runs.api import stream
 from runs.models import Run, RunEvent, Ticket
-from runs.services.runs import run_start
+from runs.services.submission_flow import run_start
 from runs.services.tickets import decision_submit
 from tests.api.helpers import assert_error
 from tests.factories import call, done_run, scripted_agent, token_for, waiting_run

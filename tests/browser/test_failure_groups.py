@@ -10,7 +10,7 @@ from playwright.sync_api import expect
 
 from common.models import AuditEntry
 from runs.models import FailureGroup, Run
-from runs.services.runs import run_start
+from runs.services.submission_flow import run_start
 from tests.browser.helpers import login
 from tests.browser.test_mobile_layout import PHONE, assert_fits
 from tests.factories import scripted_agent, user_with_role

@@ -14,7 +14,7 @@ from agents.models import Agent
 from runs.models import Run, SavedView
 from runs.selectors import PAGE_SIZE
 from runs.selectors.filters import SEARCH_MAX_CHARS
-from runs.services.runs import run_start
+from runs.services.submission_flow import run_start
 from tests.browser.helpers import login, wait_status
 from tests.factories import AgentFactory, scripted_agent, user_with_role
 from tests.runs.helpers import drive

@@ -15,7 +15,7 @@ from playwright.sync_api import expect
 
 from common.audit import Actor
 from runs.models import Run, Ticket
-from runs.services.inputs import input_submit
+from runs.services.submission_flow import input_submit
 from runs.services.tickets import decision_submit
 from tests.browser.helpers import login, start_run, wait_status
 from tests.factories import call, scripted_agent, user_with_role

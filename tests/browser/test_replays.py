@@ -7,7 +7,7 @@ from __future__ import annotations
 from playwright.sync_api import expect
 
 from runs.models import ReplaySet, Run, Ticket
-from runs.services.runs import run_start
+from runs.services.submission_flow import run_start
 from runs.services.tickets import decision_submit
 from tests.browser.helpers import login
 from tests.factories import scripted_agent, user_with_role

@@ -17,7 +17,7 @@ from common.audit import Actor
 from common.models import AuditEntry
 from common.teams import team_freeze
 from runs.models import Run
-from runs.services.runs import run_start
+from runs.services.submission_flow import run_start
 from tests.browser.helpers import login, wait_status
 from tests.factories import call, scripted_agent, team, user_with_role
 from tests.runs.helpers import drive

@@ -21,7 +21,7 @@ from werkzeug.http import dump_cookie, parse_cookie
 from werkzeug.serving import make_server
 
 from common.models import Membership
-from runs.services.runs import run_start
+from runs.services.submission_flow import run_start
 from tests.factories import scripted_agent, team
 from tests.runs.helpers import drive
 

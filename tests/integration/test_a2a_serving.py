@@ -20,7 +20,8 @@ from a2a.types import TaskState
 
 from agents.models import RemoteEndpoint
 from runs.models import Run, Ticket
-from runs.services.runs import run_cancel, run_start
+from runs.services.runs import run_cancel
+from runs.services.submission_flow import run_start
 from runs.services.tickets import decision_submit
 from tests.factories import (
     APPROVAL,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 from runs.models import BackgroundTask, Message, Run, RunEvent
-from runs.services.runs import run_start
+from runs.services.submission_flow import run_start
 from tests.factories import scripted_agent
 from tests.processes import wait_for
 from tests.runs.helpers import assert_activations_closed, events

@@ -18,7 +18,7 @@ from django.contrib.auth.models import User
 from django.db import connection
 
 from runs.models import PendingInput, Run, RunEvent, Ticket
-from runs.services.runs import run_start
+from runs.services.submission_flow import run_start
 from tests.factories import APPROVAL, call, note_call, scripted_agent, token_for
 from tests.processes import Proc, free_port, wait_for
 from tests.runs.helpers import assert_activations_closed, assert_gap_free

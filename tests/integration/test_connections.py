@@ -17,7 +17,7 @@ from django.contrib.auth.models import User
 from django.db import connection
 
 from runs.models import Run
-from runs.services.runs import run_start
+from runs.services.submission_flow import run_start
 from tests.factories import call, scripted_agent, token_for, waiting_run
 from tests.processes import database_url, free_port, wait_for
 

@@ -18,7 +18,8 @@ from django.test import Client
 from agents.models import Note
 from common.audit import Actor
 from runs.models import Decision, Message, Run, RunEvent, Ticket, ToolCall
-from runs.services.runs import run_cancel, run_start
+from runs.services.runs import run_cancel
+from runs.services.submission_flow import run_start
 from runs.services.tickets import decision_submit
 from tests.factories import APPROVAL, call, scripted_agent
 from tests.integration.conftest import redis_restart

@@ -30,7 +30,8 @@ from agents.models import Agent, Model, ModelProvider
 from bench.model_server import ModelServerProcess
 from runs.models import Run, RunEvent
 from runs.runtime.events import ACTIVATION_INTERRUPTED, TERMINAL_EVENT_TYPES
-from runs.services.runs import run_cancel, run_start
+from runs.services.runs import run_cancel
+from runs.services.submission_flow import run_start
 from tests.factories import AgentFactory, scripted_agent
 from tests.integration.conftest import SupervisedProc, redis_restart
 from tests.processes import Proc, service_command, wait_for, wait_ready

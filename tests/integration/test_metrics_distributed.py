@@ -14,7 +14,7 @@ from pathlib import Path
 from prometheus_client.mmap_dict import MmapedDict
 
 from runs.models import Run, Ticket
-from runs.services.runs import run_start
+from runs.services.submission_flow import run_start
 from tests.factories import APPROVAL, call, note_call, scripted_agent, token_for, user_with_role
 from tests.processes import free_port, wait_for
 

@@ -22,7 +22,7 @@ from django.test import Client
 
 from runs.models import Run, RunEvent, Ticket
 from runs.realtime import run_group
-from runs.services.runs import run_start
+from runs.services.submission_flow import run_start
 from runs.services.tickets import decision_submit
 from tests.factories import APPROVAL, call, scripted_agent
 from tests.processes import Proc, free_port, wait_for

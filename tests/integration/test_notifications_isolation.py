@@ -22,7 +22,7 @@ from runs.models import (
     RunEvent,
 )
 from runs.services.notify_send import channel_set_secret, channel_set_url
-from runs.services.runs import run_start
+from runs.services.submission_flow import run_start
 from tests.factories import scripted_agent
 from tests.processes import wait_for
 

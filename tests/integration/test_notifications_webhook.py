@@ -12,7 +12,7 @@ from typing import Any
 
 from runs.models import NotificationChannel, NotificationDelivery, NotificationRule, Ticket
 from runs.services.notify_send import channel_set_secret, channel_set_url
-from runs.services.runs import run_start
+from runs.services.submission_flow import run_start
 from tests.factories import APPROVAL, note_call, scripted_agent
 from tests.processes import free_port, wait_for
 from tests.runs.notify_helpers import verify

@@ -8,7 +8,7 @@ import httpx
 from django.db.models import Max
 
 from runs.models import ReplaySet, Run
-from runs.services.runs import run_start
+from runs.services.submission_flow import run_start
 from tests.factories import bearer, call, scripted_agent, token_for, user_with_role
 from tests.processes import free_port, wait_for
 

@@ -13,7 +13,7 @@ import httpx
 from django.contrib.auth.models import User
 
 from runs.models import Message, PendingInput, Run
-from runs.services.runs import run_start
+from runs.services.submission_flow import run_start
 from tests.factories import APPROVAL, call, note_call, scripted_agent, token_for
 from tests.processes import free_port, wait_for
 from tests.runs.helpers import assert_activations_closed, assert_gap_free, event_types, events

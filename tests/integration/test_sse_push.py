@@ -14,7 +14,8 @@ from common.api.tokens import token_create
 from common.audit import Actor
 from runs.api import stream
 from runs.models import Run
-from runs.services.runs import run_cancel, run_start
+from runs.services.runs import run_cancel
+from runs.services.submission_flow import run_start
 from tests.factories import scripted_agent
 from tests.processes import free_port
 

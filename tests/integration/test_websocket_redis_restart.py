@@ -13,7 +13,8 @@ from django.test import Client
 from websockets.sync.client import connect
 
 from runs.models import Run
-from runs.services.runs import run_cancel, run_start
+from runs.services.runs import run_cancel
+from runs.services.submission_flow import run_start
 from tests.factories import scripted_agent
 from tests.integration.conftest import redis_restart
 from tests.processes import free_port

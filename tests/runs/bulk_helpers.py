@@ -10,7 +10,7 @@ from typing import Any
 from django.utils import timezone
 
 from runs.models import Run, Ticket
-from runs.services.runs import run_start
+from runs.services.submission_flow import run_start
 from tests.factories import call, scripted_agent
 from tests.runs.helpers import drive
 

@@ -19,7 +19,8 @@ from runs.models import BackgroundTask, Message, Run
 from runs.runtime import types as rt
 from runs.services.background import background_claim, background_execute, background_finish
 from runs.services.execution import run_advance, runs_sweep
-from runs.services.runs import run_cancel, run_start
+from runs.services.runs import run_cancel
+from runs.services.submission_flow import run_start
 from runs.store import OrmCheckpointStore
 from tests.api.schema_check import conforms
 from tests.factories import publish, scripted_agent

@@ -248,7 +248,7 @@ def test_the_broadcast_reaches_the_dashboard_and_the_run_groups(
 
     run = waiting_run()
     sent: list[tuple[str, dict[str, Any]]] = []
-    monkeypatch.setattr(realtime, "_send", lambda group, message: sent.append((group, message)))
+    monkeypatch.setattr(realtime.broadcaster, "send", sent.extend)
     with django_capture_on_commit_callbacks(execute=True):
         ticket_claim(pending(run), as_actor(olivia))
     assert [group for group, _ in sent] == [DASHBOARD_GROUP, run_group(run.pk)]

@@ -17,7 +17,8 @@ from common.audit import Actor
 from runs.models import Run, Ticket
 from runs.selectors.compare import INPUT_SHOWN, run_compare, runs_for_compare, word_diff
 from runs.services.forks import run_fork
-from runs.services.runs import run_retry, run_start
+from runs.services.runs import run_retry
+from runs.services.submission_flow import run_start
 from runs.services.tickets import decision_submit
 from tests.factories import call, scripted_agent, view_only_user, waiting_run
 from tests.runs.helpers import drive

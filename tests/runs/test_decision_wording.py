@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from runs.models import Decision, Run, Ticket
-from runs.services.runs import run_start
+from runs.services.submission_flow import run_start
 from runs.wording import DECISION_DONE, decision_done
 from tests.factories import call, scripted_agent, user_with_role
 from tests.runs.helpers import drive

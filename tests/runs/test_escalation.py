@@ -28,7 +28,7 @@ from runs.runtime import types as rt
 from runs.services import deadlines
 from runs.services.deadlines import expiry_decision, ticket_warn, tickets_expire, tickets_warn
 from runs.services.execution import runs_sweep
-from runs.services.runs import run_start
+from runs.services.submission_flow import run_start
 from runs.services.tickets import decision_submit
 from tests.factories import call, note_call, scripted_agent
 from tests.runs.helpers import assert_gap_free, drive, events

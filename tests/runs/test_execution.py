@@ -18,7 +18,8 @@ from runs.runtime.ports import LeaseLostError
 from runs.runtime.testing import play_turn
 from runs.services import dispatch
 from runs.services.execution import run_advance, run_claim, run_execute, runs_sweep
-from runs.services.runs import run_cancel, run_start
+from runs.services.runs import run_cancel
+from runs.services.submission_flow import run_start
 from runs.services.tickets import decision_submit
 from runs.store import OrmCheckpointStore
 from tests.factories import call, publish, scripted_agent

@@ -37,7 +37,7 @@ from runs.services.exports import (
     runs_csv_rows,
     runs_export_queryset,
 )
-from runs.services.runs import run_start
+from runs.services.submission_flow import run_start
 from runs.services.tickets import decision_submit
 from runs.views.exports import attachment
 from runs.views.lists import run_filters

@@ -22,7 +22,7 @@ from runs.models import FailureGroup, FailureGroupRun, NotificationDelivery, Run
 from runs.services.execution import run_advance
 from runs.services.failures import failure_group_set_state, failure_record, failures_backfill
 from runs.services.retention import prune_runs
-from runs.services.runs import run_start
+from runs.services.submission_flow import run_start
 from tests.factories import done_run, scripted_agent, team, team_member, user_with_role
 from tests.runs.helpers import drive
 from tests.runs.notify_helpers import channel, notify_configured_fixture, rule  # noqa: F401

@@ -9,7 +9,8 @@ from agents.models import Note
 from common.audit import Actor
 from common.errors import DecisionConflict, IllegalTransition, InvalidInput
 from runs.models import Decision, Message, Run, Thread, Ticket, ToolCall
-from runs.services.runs import run_cancel, run_retry, run_start
+from runs.services.runs import run_cancel, run_retry
+from runs.services.submission_flow import run_start
 from runs.services.tickets import decision_submit, normalize_decision_body, ticket_for_target
 from tests.factories import NOTE, call, scripted_agent, waiting_run
 from tests.runs.helpers import assert_gap_free, drive, event_types, events

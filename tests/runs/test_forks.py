@@ -16,8 +16,7 @@ from common.models import AuditEntry
 from runs.models import Message, Run, RunEvent, Thread
 from runs.selectors.forks import fork_boundaries, fork_cuts
 from runs.services.forks import run_fork
-from runs.services.inputs import input_submit
-from runs.services.runs import run_start
+from runs.services.submission_flow import input_submit, run_start
 from tests.factories import call, publish, scripted_agent, user_with_role
 from tests.runs.helpers import drive
 

@@ -17,7 +17,7 @@ from agents.models import Agent
 from common.audit import Actor
 from common.models import AuditEntry
 from runs.models import Decision, Run, Ticket
-from runs.services.runs import run_start
+from runs.services.submission_flow import run_start
 from runs.services.tickets import decision_submit
 from runs.templatetags.runs_extras import short_id
 from runs.views.inbox import INBOX_PAGE

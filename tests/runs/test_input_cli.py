@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from common.models import AuditEntry
 from runs.models import PendingInput, Run, Ticket
-from runs.services.inputs import input_submit
+from runs.services.submission_flow import input_submit
 from tests.factories import done_run, scripted_agent, waiting_run
 from tests.runs.helpers import drive
 
@@ -70,8 +70,8 @@ def test_send_input_errors():
     cases = [
         (("send_input", "nope", "x"), "unknown thread 'nope': not an id"),
         (("send_input", MISSING, "x"), f"unknown thread '{MISSING}'"),
-        (("send_input", thread, "x", "--mode", "later"), "unknown mode 'later'; choose one of"),
-        (("send_input", thread, "x", "--priority", "300"), "priority must be between 0"),
+        (("send_input", thread, "x", "--mode", "later"), "mode must be one of"),
+        (("send_input", thread, "x", "--priority", "300"), "priority must be an integer from 0"),
         (("send_input", thread, "x", "--agent", "ghost"), "unknown agent 'ghost'"),
         (("send_input", thread, "   "), "messages[0].content is empty"),
         (("send_input", thread, "x", "--mode", "resume_open_run"), "not waiting"),
@@ -161,7 +161,7 @@ def test_set_priority():
     run = busy_run()
     assert manage("set_priority", str(run.pk), "3") == f"run {run.pk}: priority 128 -> 3\n"
     assert Run.objects.get(pk=run.pk).priority == 3
-    with pytest.raises(CommandError, match="priority must be between 0"):
+    with pytest.raises(CommandError, match="priority must be an integer from 0"):
         manage("set_priority", str(run.pk), "256")
     with pytest.raises(CommandError, match="unknown run"):
         manage("set_priority", "nope", "3")

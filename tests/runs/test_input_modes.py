@@ -10,9 +10,10 @@ import pytest
 from common.errors import IllegalTransition
 from runs.models import Message, PendingInput, Run, Thread, Ticket
 from runs.services.execution import run_advance, runs_sweep
-from runs.services.inputs import input_edit, input_retract, input_submit, thread_interrupt
+from runs.services.inputs import input_edit, input_retract, thread_interrupt
 from runs.services.leases import run_claim
-from runs.services.runs import run_set_priority, run_start
+from runs.services.runs import run_set_priority
+from runs.services.submission_flow import input_submit, run_start
 from tests.factories import call, scripted_agent, waiting_run
 from tests.runs.helpers import (
     assert_activations_closed,

@@ -12,7 +12,7 @@ from django.test import Client
 from django.urls import reverse
 
 from runs.models import PendingInput, Run, Schedule
-from runs.services.inputs import input_submit
+from runs.services.submission_flow import input_submit
 from tests.factories import done_run, scripted_agent, user_with_role, waiting_run
 from tests.runs.helpers import drive
 
@@ -148,8 +148,8 @@ def test_a_bad_priority_or_mode_sends_nothing(operator_client):
     run = busy_run()
     url = reverse("runs:thread-send", args=[run.thread_id])
     for extra, said in [
-        ({"priority": "300"}, "priority must be a whole number from 0"),
-        ({"priority": "high"}, "priority must be a whole number from 0"),
+        ({"priority": "300"}, "priority must be an integer from 0"),
+        ({"priority": "high"}, "priority must be an integer from 0"),
         ({"mode": "later"}, "mode must be one of"),
     ]:
         response = operator_client.post(url, {"agent": "greeter", "message": "x", **extra})

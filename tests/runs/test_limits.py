@@ -15,8 +15,8 @@ from django.urls import reverse
 from common.audit import Actor
 from common.errors import InvalidInput
 from runs.models import PendingInput, Run, Thread, Ticket
-from runs.services.inputs import input_submit
-from runs.services.runs import run_cancel, run_start
+from runs.services.runs import run_cancel
+from runs.services.submission_flow import input_submit, run_start
 from runs.services.tickets import decision_submit
 from tests.api.helpers import assert_error
 from tests.factories import call, scripted_agent, waiting_run

@@ -18,9 +18,10 @@ from django.db import connection, transaction
 
 from runs.models import PendingInput, Run, Thread, Ticket
 from runs.services.execution import run_fail
-from runs.services.inputs import input_edit, input_retract, input_submit, thread_interrupt
+from runs.services.inputs import input_edit, input_retract, thread_interrupt
 from runs.services.locks import retry_lock_conflicts
-from runs.services.runs import run_cancel, run_retry, run_start
+from runs.services.runs import run_cancel, run_retry
+from runs.services.submission_flow import input_submit, run_start
 from runs.services.tickets import decision_submit
 from tests.factories import APPROVAL, call, note_call, publish, scripted_agent
 from tests.runs.helpers import drive

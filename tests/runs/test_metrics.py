@@ -23,7 +23,8 @@ from runs import metrics
 from runs.models import Run, Ticket
 from runs.services.execution import run_fail
 from runs.services.leases import run_claim
-from runs.services.runs import run_cancel, run_start
+from runs.services.runs import run_cancel
+from runs.services.submission_flow import run_start
 from runs.services.tickets import decision_submit
 from tests.factories import (
     APPROVAL,

@@ -12,7 +12,8 @@ from django.contrib.auth.models import User
 from common.audit import Actor
 from common.models import AuditEntry
 from runs.models import Run
-from runs.services.runs import run_for_idempotency_key, run_start
+from runs.services.runs import run_for_idempotency_key
+from runs.services.submission_flow import run_start
 from tests.factories import AgentFactory, ModelFactory, scripted_agent
 
 pytestmark = pytest.mark.django_db

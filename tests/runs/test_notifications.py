@@ -34,7 +34,7 @@ from runs.services.notifications import (
     notify_ticket,
     subscription_add,
 )
-from runs.services.runs import run_start
+from runs.services.submission_flow import run_start
 from tests.factories import APPROVAL, note_call, scripted_agent, user_with_role, waiting_run
 from tests.runs.helpers import drive, expire_lease
 from tests.runs.notify_helpers import (

@@ -13,7 +13,7 @@ import pytest
 from django.utils import timezone
 
 from runs.models import NotificationDelivery, Run
-from runs.services.runs import run_start
+from runs.services.submission_flow import run_start
 from tests.factories import scripted_agent
 from tests.runs.notify_helpers import (
     Receiver,

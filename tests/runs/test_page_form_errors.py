@@ -15,8 +15,7 @@ from common.audit import Actor
 from common.models import AuditEntry, Membership, Team
 from common.teams import team_freeze
 from runs.models import Decision, PendingInput, Run, Ticket
-from runs.services.inputs import input_submit
-from runs.services.runs import run_start
+from runs.services.submission_flow import input_submit, run_start
 from tests.factories import call, scripted_agent, superuser, team, team_member, user_with_role
 from tests.runs.helpers import drive
 
@@ -233,7 +232,7 @@ def test_invalid_input_on_the_run_page_is_400_inside_its_form(operator):
     response = operator.post(f"/runs/{run.pk}/priority", {"priority": "high"})
     assert response.status_code == 400
     form = form_of(response.content.decode(), f"/runs/{run.pk}/priority")
-    assert "priority must be a whole number" in form and 'value="high"' in form
+    assert "priority must be an integer" in form and 'value="high"' in form
 
 
 def test_an_unanswered_respond_is_400_inside_the_respond_form(operator):

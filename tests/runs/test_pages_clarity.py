@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from agents.models import Agent
 from runs.models import Run, Thread, Ticket
-from runs.services.runs import run_start
+from runs.services.submission_flow import run_start
 from runs.templatetags.runs_extras import short_age, short_id
 from tests.factories import call, done_run, publish, scripted_agent, waiting_run
 from tests.runs.helpers import drive

@@ -171,7 +171,7 @@ def test_plain_run_cpu(plain_run: Any) -> None:
     # broadcasts go to a serving loop, as under `manage.py serve` (not a thread each)
     loop = asyncio.new_event_loop()
     threading.Thread(target=loop.run_forever, daemon=True).start()
-    realtime.in_memory_home.loop = loop
+    realtime.broadcaster.serve_from(loop)
     profile = cProfile.Profile(time.process_time) if os.environ.get("COST_PROFILE") else None
     for _ in range(10):
         plain_run()
@@ -191,7 +191,7 @@ def test_plain_run_cpu(plain_run: Any) -> None:
         profile.dump_stats(os.environ["COST_PROFILE"])
     cpu.sort()
     wall.sort()
-    realtime.in_memory_home.loop = None
+    realtime.broadcaster.stop_serving(loop)
     loop.call_soon_threadsafe(loop.stop)
     print(
         f"\nplain run, {connection.vendor}: CPU per run {cpu[rounds // 2]:.2f} ms (median of "

@@ -19,8 +19,8 @@ from common.audit import Actor
 from runs import urls
 from runs.models import Decision, PendingInput, Run, Ticket
 from runs.runtime.status import RunStatus, WaitingReason
-from runs.services.inputs import input_submit
-from runs.services.runs import run_cancel, run_start
+from runs.services.runs import run_cancel
+from runs.services.submission_flow import input_submit, run_start
 from runs.services.tickets import decision_submit
 from runs.wording import DONE_REASONS, TABLES, run_status_text, transcript_text
 from tests.factories import call, scripted_agent, team, waiting_run
@@ -388,7 +388,7 @@ def test_the_tool_message_placeholder_is_said_plainly(root_client):
 
 
 def test_the_schedule_pages_in_plain_words(root_client):
-    from runs.services.runs import run_start as start
+    from runs.services.submission_flow import run_start as start
     from tests.runs.test_schedules import make
 
     schedule = make(name="nightly")

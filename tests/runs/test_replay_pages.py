@@ -7,7 +7,7 @@ import pytest
 from django.urls import reverse
 
 from runs.models import ReplaySet
-from runs.services.runs import run_start
+from runs.services.submission_flow import run_start
 from tests.factories import scripted_agent, user_with_role
 from tests.runs.helpers import drive
 from tests.runs.test_replays import create, play

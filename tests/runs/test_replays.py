@@ -39,7 +39,7 @@ from runs.services.replays import (
     replay_preview_count,
     replay_request,
 )
-from runs.services.runs import run_start
+from runs.services.submission_flow import run_start
 from runs.services.tickets import decision_submit
 from tests.factories import call, publish, scripted_agent, superuser
 from tests.runs.helpers import drive

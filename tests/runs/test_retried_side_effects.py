@@ -19,10 +19,11 @@ from django.db import OperationalError, connection
 from common.audit import Actor
 from runs import metrics
 from runs.models import Run, Ticket
-from runs.services import events, execution, runs
+from runs.services import end_effects, events, execution
 from runs.services.execution import run_advance
 from runs.services.leases import run_claim
-from runs.services.runs import run_cancel, run_start
+from runs.services.runs import run_cancel
+from runs.services.submission_flow import run_start
 from runs.services.tickets import decision_submit
 from tests.factories import APPROVAL, AgentFactory, ModelFactory, note_call
 from tests.runs.helpers import drive, expire_lease
@@ -83,7 +84,7 @@ def test_a_retried_cancel_counts_the_run_once(
     agent = fresh_agent("cancel", [{"text": "hi"}])
     run = run_start(agent=agent, messages="go")  # nobody executes it: the cancel ends it
     # after the run ended in this attempt (its series moved, its events appended)
-    calls = fail_once(runs, "thread_deliver_next")
+    calls = fail_once(end_effects, "thread_deliver_next")
     broadcast: list[list[str]] = []
     real_broadcast = events.broadcast_events
 

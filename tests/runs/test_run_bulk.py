@@ -12,7 +12,7 @@ from common.models import AuditEntry
 from common.teams import team_freeze
 from runs.models import Run
 from runs.services.run_bulk import ALREADY, DONE, REFUSED, bulk_run_action
-from runs.services.runs import run_start
+from runs.services.submission_flow import run_start
 from tests.factories import (
     bearer,
     call,

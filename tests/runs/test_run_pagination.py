@@ -12,7 +12,7 @@ from django.urls import reverse
 
 from runs import selectors
 from runs.models import Decision, Message, Run, RunEvent, Thread, Ticket, ToolCall
-from runs.services.runs import run_start
+from runs.services.submission_flow import run_start
 from tests.factories import scripted_agent, step_end_event, user_with_role, waiting_run
 from tests.runs.helpers import drive
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from runs.selectors import runs as selectors
-from runs.services.runs import run_start
+from runs.services.submission_flow import run_start
 from tests.factories import scripted_agent
 from tests.runs.helpers import drive
 

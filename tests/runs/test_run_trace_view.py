@@ -15,7 +15,7 @@ from django.urls import reverse
 from agents.models import Model
 from runs.models import Run, Ticket
 from runs.selectors.trace_load import run_trace
-from runs.services.runs import run_start
+from runs.services.submission_flow import run_start
 from runs.services.tickets import decision_submit
 from tests.factories import call, publish, scripted_agent, team_member, user_with_role
 from tests.runs.helpers import drive

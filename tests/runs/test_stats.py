@@ -14,7 +14,8 @@ from common.audit import Actor
 from runs import selectors
 from runs.models import HourlyStat, Run, Ticket
 from runs.services import stats
-from runs.services.runs import run_cancel, run_start
+from runs.services.runs import run_cancel
+from runs.services.submission_flow import run_start
 from runs.services.tickets import decision_submit
 from tests.factories import call, scripted_agent
 from tests.runs.helpers import drive

@@ -17,7 +17,7 @@ from django.utils import timezone
 from runs.models import HourlyUsage, Run, ToolCall
 from runs.selectors.usage import nice_top, usage
 from runs.services import stats
-from runs.services.runs import run_start
+from runs.services.submission_flow import run_start
 from tests.factories import ModelFactory, call, scripted_agent
 from tests.runs.helpers import drive
 

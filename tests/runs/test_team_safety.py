@@ -26,9 +26,10 @@ from runs.services import schedules as sched
 from runs.services.bulk import bulk_decide
 from runs.services.claims import ticket_assign, ticket_claim, ticket_release
 from runs.services.forks import run_fork
-from runs.services.inputs import input_retract, input_submit, thread_interrupt
+from runs.services.inputs import input_retract, thread_interrupt
 from runs.services.replays import replay_create, replay_request
-from runs.services.runs import run_cancel, run_retry, run_set_priority, run_start
+from runs.services.runs import run_cancel, run_retry, run_set_priority
+from runs.services.submission_flow import input_submit, run_start
 from runs.services.tickets import decision_submit
 from tests.api.helpers import assert_error
 from tests.factories import (

@@ -14,7 +14,8 @@ from channels.layers import InMemoryChannelLayer, get_channel_layer
 
 from common.audit import Actor
 from runs.models import PendingInput
-from runs.services.inputs import input_edit, input_retract, input_submit, thread_interrupt
+from runs.services.inputs import input_edit, input_retract, thread_interrupt
+from runs.services.submission_flow import input_submit
 from runs.watcher import CommitWatcher
 from tests.factories import team_member, user_with_role, waiting_run
 from tests.runs.test_consumers import _connect

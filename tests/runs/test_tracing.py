@@ -27,7 +27,7 @@ from common.audit import Actor
 from runs import tracing
 from runs.models import Run, Ticket, ToolCall
 from runs.runtime.backends import LocalBackend
-from runs.services.runs import run_start
+from runs.services.submission_flow import run_start
 from runs.services.tickets import decision_submit
 from runs.tasks import advance_run
 from tests.factories import APPROVAL, call, note_call, scripted_agent

@@ -12,7 +12,7 @@ from agents.models import Note
 from common.audit import Actor
 from common.models import AuditEntry
 from runs.models import Decision, Run, RunEvent, Ticket
-from runs.services.runs import run_start
+from runs.services.submission_flow import run_start
 from runs.services.tickets import decision_submit
 from tests.factories import (
     APPROVAL,

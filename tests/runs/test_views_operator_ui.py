@@ -12,7 +12,8 @@ from django.urls import reverse
 
 from common.models import AuditEntry
 from runs.models import Decision, Message, Run, Ticket
-from runs.services.runs import run_retry, run_start
+from runs.services.runs import run_retry
+from runs.services.submission_flow import run_start
 from tests.factories import APPROVAL, call, scripted_agent
 from tests.runs.helpers import drive
 

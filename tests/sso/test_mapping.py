@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 
-from awaken_site.sso import SSOBackend, parse_groups, sync_user
+from awaken_site.sso import SSOBackend
+from awaken_site.sso_claims import parse_groups, sync_user
 from common.models import AuditEntry, Membership, Role, Team
 from tests.factories import role_group, team
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import IntegrityError
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
@@ -17,9 +16,10 @@ from common.api.base import ApiView, get_or_not_found, validated
 from common.api.errors import error_responses
 from runs import permissions as perms
 from runs.models import PendingInput, Run, Thread
-from runs.services.creation import run_for_idempotency_key
-from runs.services.inputs import InputOutcome, input_edit, input_retract, input_submit
+from runs.services.inputs import input_edit, input_retract
 from runs.services.inputs import thread_interrupt as interrupt_thread
+from runs.services.submission import KEY_CHARS, Submission
+from runs.services.submission_flow import SubmissionOutcome, submission_accept
 
 from .. import input_serializers as si
 from .. import team_serializers as st
@@ -77,11 +77,11 @@ def input_json(input_: PendingInput) -> dict[str, Any]:
     return dict(si.PendingInputSerializer(input_).data)
 
 
-def _run_answer(run: Run, status: int, outcome: InputOutcome | None = None) -> Response:
+def _run_answer(run: Run, status: int, outcome: SubmissionOutcome | None = None) -> Response:
     record = run_record_json(run)
     interrupted = outcome.interrupted if outcome else None
     record.update(
-        input_id=str(outcome.input.pk) if outcome else None,
+        input_id=str(outcome.input.pk) if outcome and outcome.input else None,
         superseded_tickets=list(outcome.superseded) if outcome else [],
         interrupted_run_id=str(interrupted.pk) if interrupted else None,
     )
@@ -96,7 +96,7 @@ def submit_input(
     thread: Thread | None = None,
     run: Run | None = None,
 ) -> Response:
-    """input_submit and its answer: 201 a run started, 200 the waiting run continued (or
+    """The submission accepted, and its answer: 201 a run started, 200 the waiting run continued (or
     the run an idempotency key started), 202 the input waits."""
     if data["mode"] == PendingInput.Mode.INTERRUPT_THEN_QUEUE and not request.user.has_perm(
         perms.CANCEL
@@ -104,27 +104,24 @@ def submit_input(
         raise PermissionDenied(
             f"You need the permission {perms.CANCEL} to interrupt the open run this way."
         )
-    actor = actor_for(request)
-    key = data.get("idempotency_key") or request.headers.get("Idempotency-Key", "")[:200]
-    if key and (existing := run_for_idempotency_key(actor=actor, key=key)) is not None:
-        return _run_answer(existing, 200)
-    try:  # its own transaction (run again on a lock conflict: runs.services.locks)
-        outcome = input_submit(
-            agent=agent,
-            messages=[dict(m) for m in data["messages"]],
-            thread=thread,
-            run=run,
-            mode=data["mode"],
-            priority=data["priority"],
-            actor=actor,
-            idempotency_key=key,
-        )
-    except IntegrityError:  # the same key, at the same time: the other request won
-        existing = run_for_idempotency_key(actor=actor, key=key) if key else None
-        if existing is None:
-            raise
-        return _run_answer(existing, 200)
+    key = data.get("idempotency_key") or request.headers.get("Idempotency-Key", "")[:KEY_CHARS]
+    command = Submission.build(
+        agent=agent,
+        messages=[dict(m) for m in data["messages"]],
+        thread=thread,
+        run=run,
+        mode=data["mode"],
+        priority=data["priority"],
+        idempotency_key=key,
+        actor=actor_for(request),
+    )
+    # its own transaction (run again on a lock conflict: runs.services.locks)
+    outcome = submission_accept(command)
+    if outcome.repeat:  # the run the key started (also when a concurrent request won)
+        assert outcome.run is not None
+        return _run_answer(outcome.run, 200)
     if outcome.run is None:
+        assert outcome.input is not None
         interrupted = outcome.interrupted
         body = {
             **input_json(outcome.input),

@@ -24,7 +24,8 @@ from common.errors import Forbidden, NotFound
 from common.teams import ensure_not_frozen_only
 from runs.models import BackgroundTask, PendingInput, Run, Thread, Ticket
 from runs.runtime.background import BACKGROUND_KEY
-from runs.services.runs import run_start_or_reuse
+from runs.services.submission import Submission
+from runs.services.submission_flow import submission_accept
 from runs.services.tickets import decision_json, decision_submit_or_repeat
 from runs.store import record_from_row, record_to_json
 
@@ -174,19 +175,22 @@ def start_run(
     thread: Thread | None,
     key: str,
 ) -> Response | StreamingHttpResponse:
-    """run_start_or_reuse; 201 for a new run, 200 for the same run again (idempotency key
+    """The submission (mode START) accepted; 201 for a new run, 200 for the same run again (idempotency key
     repeat, or new input continuing the thread's waiting run). With `Accept: text/event-stream`, as
     upstream's `POST /v1/runs`: the run's events as Server-Sent Events instead of its
     record (a new run's from its first, a continued run's from the new input on), until
     its first `run_finish` or `error`; the run id is in `Location` and `X-Run-ID`. `agent`
     may be its lookup, made in the submission's transaction."""
-    run, created = run_start_or_reuse(
+    command = Submission.build_start(
         agent=agent,
         messages=[dict(m) for m in messages],
         thread=thread,
         idempotency_key=key,
         actor=actor_for(request),
     )
+    outcome = submission_accept(command)
+    run, created = outcome.run, outcome.created
+    assert run is not None  # START never leaves input waiting
     status = 201 if created else 200
     if not SseView.wants_stream(request):
         return Response(run_record_json(run, fresh=created), status=status)

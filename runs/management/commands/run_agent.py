@@ -11,7 +11,8 @@ from common.errors import ServiceError
 from runs.cli import describe_outcome, follow_run
 from runs.embedded import start_embedded_worker
 from runs.models import Thread
-from runs.services.runs import run_start
+from runs.services.submission import Submission
+from runs.services.submission_flow import submission_accept
 
 
 class Command(BaseCommand):
@@ -46,14 +47,16 @@ class Command(BaseCommand):
         if settings.AWAKEN_EMBEDDED_WORKER:
             start_embedded_worker()
         try:
-            run = run_start(
+            command = Submission.build_start(
                 agent=target,
                 messages=message,
                 thread=thread_obj,
                 actor=Actor(label="cli", source="cli"),
             )
+            run = submission_accept(command).run
         except ServiceError as exc:
             raise CommandError(exc.message) from exc
+        assert run is not None  # START never leaves input waiting
         self.stdout.write(f"run {run.pk} on thread {run.thread_id}\n")
         run = follow_run(run.pk, self.stdout, timeout=timeout)
         describe_outcome(run, self.stdout)

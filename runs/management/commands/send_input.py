@@ -11,14 +11,16 @@ from agents.models import Agent
 from common.errors import ServiceError
 from runs.cli import describe_outcome, follow_run
 from runs.embedded import start_embedded_worker
-from runs.management.run_control import check_priority, cli_actor, find
+from runs.management.run_control import cli_actor, find
 from runs.models import DEFAULT_PRIORITY, Thread
-from runs.services.inputs import MODES, InputOutcome, input_submit
+from runs.services.submission import MODES, Submission
+from runs.services.submission_flow import SubmissionOutcome, submission_accept
 
 
-def describe(outcome: InputOutcome) -> str:
+def describe(outcome: SubmissionOutcome) -> str:
     """One or two lines: the run it started or resumed, or where it waits."""
     input_, run = outcome.input, outcome.run
+    assert input_ is not None  # an input mode records its input
     lines = []
     if outcome.interrupted is not None:
         stopped = outcome.interrupted.status == "done"
@@ -74,9 +76,6 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **opts: Any) -> None:
         thread = find(Thread.objects.all(), opts["thread"], "thread")
-        if opts["mode"] not in MODES:
-            raise CommandError(f"unknown mode {opts['mode']!r}; choose one of {', '.join(MODES)}")
-        priority = check_priority(opts["priority"])
         agent = None
         if opts["agent"]:
             agent = Agent.objects.filter(slug=opts["agent"]).first()
@@ -85,14 +84,15 @@ class Command(BaseCommand):
         if opts["follow"] and settings.AWAKEN_EMBEDDED_WORKER:
             start_embedded_worker()
         try:
-            outcome = input_submit(
+            command = Submission.build(
                 agent=agent,
                 messages=opts["message"],
                 thread=thread,
                 mode=opts["mode"],
-                priority=priority if priority is not None else DEFAULT_PRIORITY,
+                priority=opts["priority"],
                 actor=cli_actor(opts["actor"]),
             )
+            outcome = submission_accept(command)
         except ServiceError as exc:
             raise CommandError(exc.message) from exc
         self.stdout.write(describe(outcome))
