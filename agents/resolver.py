@@ -26,7 +26,7 @@ class AgentNotResolvable(LookupError):
 class VersionResolver:
     """Resolves agent ids: pinned versions first, else the agent's latest published version
     (delegates); a draft is never used. `tool_wrapper` wraps each tool the agents get
-    (replays: dry side effects, recorded answers; see runs.services.replay_tools)."""
+    (replays: dry side effects, recorded answers; see runs.replays.services.replay_tools)."""
 
     def __init__(
         self,

@@ -37,6 +37,10 @@ INSTALLED_APPS = [
     "channels",
     "agents",
     "runs",
+    "runs.accounts",
+    "runs.operations",
+    "runs.decisions",
+    "runs.replays",
     "common",
     "csp",  # django-csp: the Content-Security-Policy header (see its settings below)
 ]
@@ -559,8 +563,8 @@ SPECTACULAR_SETTINGS = {
         "WaitingReasonEnum": "runs.api.serializers.WAITING_REASONS",
         "DecisionActionEnum": "runs.api.serializers.OUR_DECISION_ACTIONS",
         "DecisionRequestActionEnum": "runs.api.serializers.DECISION_ACTIONS",
-        "BulkOutcomeEnum": "runs.api.bulk_serializers.BULK_OUTCOMES",
-        "RuleVerdictOutcomeEnum": "runs.api.rule_serializers.VERDICT_OUTCOMES",
+        "BulkOutcomeEnum": "runs.decisions.api.bulk_serializers.BULK_OUTCOMES",
+        "RuleVerdictOutcomeEnum": "runs.decisions.api.rule_serializers.VERDICT_OUTCOMES",
         "ReplaySetStatusEnum": ["running", "done", "cancelled"],
         "ReplayItemStatusEnum": ["pending", "running", "done", "skipped"],
         "TeamRoleEnum": "common.models.Role.values",

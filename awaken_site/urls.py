@@ -56,6 +56,6 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
     path("metrics", metrics_view, name="metrics"),
-    path("api/v1/", include("runs.api.urls")),
-    path("", include("runs.urls")),
+    path("api/v1/", include("awaken_site.api_urls")),
+    path("", include("awaken_site.page_urls")),
 ]

@@ -168,7 +168,7 @@ def runs_filter_specs(api: bool, api_names: dict[str, str]) -> list[Spec]:
 
 def largest_failure_group() -> str | None:
     """The runs list filtered to the failure group with the most runs (None: no groups)."""
-    from runs.models import FailureGroup
+    from runs.operations.models.failures import FailureGroup
 
     group = FailureGroup.objects.order_by("-count").values_list("pk", flat=True).first()
     return None if group is None else f"/runs/?failure_group={group}"

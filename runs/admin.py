@@ -14,7 +14,6 @@ from django.utils.functional import SimpleLazyObject, cached_property
 
 from agents.admin.base import TeamScoped, VisibleRelatedFilter
 from common.models import AuditEntry
-from runs import admin_notifications, admin_schedules  # noqa: F401  (register their admins)
 from runs.models import Decision, Message, Run, RunEvent, Thread, Ticket, ToolCall
 
 EXACT_COUNT_BELOW = 10_000  # rows (estimated): a smaller table is counted, cheaply

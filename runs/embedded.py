@@ -20,9 +20,9 @@ from celery.worker import WorkController
 from django.conf import settings
 from django.db import connection
 
+from runs.operations.services.notifications import doorbell, notifications_drain
+from runs.operations.services.schedules import TICK_SECONDS, schedules_fire_due
 from runs.services.execution import runs_sweep
-from runs.services.notifications import doorbell, notifications_drain
-from runs.services.schedules import TICK_SECONDS, schedules_fire_due
 
 logger = logging.getLogger(__name__)
 _lock = threading.Lock()

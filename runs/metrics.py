@@ -50,7 +50,8 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
 from agents.models import Agent
-from runs.models import NotificationCircuit, NotificationDelivery, Run, Ticket
+from runs.models import Run, Ticket
+from runs.operations.models.notifications import NotificationCircuit, NotificationDelivery
 from runs.services.stats import outcome as run_outcome
 
 logger = logging.getLogger(__name__)

@@ -32,13 +32,13 @@ from runs.runtime.events import DELTA_EVENT_TYPES, Event
 from runs.runtime.ports import Checkpoint, LeaseLostError, VersionConflictError
 from runs.runtime.tool_batch import PERMISSION_ACTION
 from runs.services import run_end, stats
+from runs.services.checkpoint_input import background_record, steer_deliver, wake_if_work_finished
 from runs.services.events import (
     apply_thread_projection,
     events_append,
     run_reserving_seqs,
     thread_projection,
 )
-from runs.services.inbox import background_record, steer_deliver, wake_if_work_finished
 from runs.services.locks import retry_lock_conflicts
 from runs.sql import release_connection, update_returning
 

@@ -8,12 +8,12 @@ from typing import Any
 from celery import shared_task
 from django.conf import settings
 
+from runs.operations.services.notifications import notifications_drain
+from runs.operations.services.retention import prune_runs
+from runs.operations.services.schedules import schedules_fire_due
 from runs.services.background import background_execute
 from runs.services.execution import run_advance, runs_sweep
-from runs.services.notifications import notifications_drain
 from runs.services.remote import run_abort_remote
-from runs.services.retention import prune_runs
-from runs.services.schedules import schedules_fire_due
 
 # One retention tick stops starting batches after this long; the next tick continues.
 # Well under the broker's visibility timeout, and a worker slot is not held for hours.

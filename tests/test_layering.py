@@ -236,6 +236,11 @@ def test_the_contracts_hold_on_the_tree(tree_copy):
             "agents is not allowed to import runs",
         ),
         ("common.planted", "import agents.models\n", "common is not allowed to import agents"),
+        (
+            "runs.services.planted",
+            "from runs.replays.services import forks\n",
+            "runs.services is not allowed to import runs.replays",
+        ),
         ("runs.runtime.planted", "import django.db\n", "runs.runtime is not allowed to import"),
         (
             "runs.runtime.planted",

@@ -22,8 +22,9 @@ from agents.models import Note
 from common.audit import Actor
 from common.models import AuditEntry
 from runs.models import Decision, Message, Run, RunEvent, Thread, Ticket, ToolCall
-from runs.services import retention, stats
-from runs.services.retention import RetentionError, prune_runs
+from runs.operations.services import retention
+from runs.operations.services.retention import RetentionError, prune_runs
+from runs.services import stats
 from runs.services.submission_flow import run_start
 from runs.services.tickets import decision_submit
 from runs.tasks import prune_old_runs

@@ -1,6 +1,6 @@
 """What the SSRF guard (runs.runtime.netguard) says at save time, in one wording for every
 form that takes an address an admin chose: remote endpoints (agents.services.endpoints)
-and notification webhooks (runs.services.notify_send)."""
+and notification webhooks (runs.operations.services.notify_send)."""
 
 from __future__ import annotations
 

@@ -34,14 +34,13 @@ from agents.models import Agent
 from common.audit import Actor
 from common.errors import IllegalTransition, InvalidInput, NotFound
 from common.jsonsafe import unstorable_in
+from runs.a2a_server.tasks import agent_run, answers_with_text, operator_tickets
 from runs.models import PendingInput, Run, Thread, Ticket
 from runs.services.creation import run_for_idempotency_key, thread_open_run
 from runs.services.runs import run_cancel
 from runs.services.submission import Submission
 from runs.services.submission_flow import submission_accept
 from runs.services.tickets import decision_submit
-
-from .tasks import agent_run, answers_with_text, operator_tickets
 
 VIEW_THREAD = "runs.view_thread"
 KEY_CHARS = 180  # of the message id kept as the idempotency key

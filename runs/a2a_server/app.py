@@ -37,11 +37,10 @@ from starlette.routing import Mount, Route
 from common.api.auth import TokenRateThrottle
 from common.api.tokens import token_verify
 from common.models import ApiToken
-
-from . import BESIDE_CARD_PATH, CARD_PATH, PREFIX, ASGIApp
-from .actions import Caller
-from .cards import agent_card, default_agent, sees, served_agent, served_agents
-from .handler import RunsRequestHandler
+from runs.a2a_server import BESIDE_CARD_PATH, CARD_PATH, PREFIX, ASGIApp
+from runs.a2a_server.actions import Caller
+from runs.a2a_server.cards import agent_card, default_agent, sees, served_agent, served_agents
+from runs.a2a_server.handler import RunsRequestHandler
 
 REQUEST_ID_CHARS = 64
 NAMED_MAX = 20  # agent addresses a refusal names

@@ -50,11 +50,10 @@ from django.conf import settings
 
 from agents.models import Agent
 from runs import fanout
+from runs.a2a_server.actions import Caller, message_send, task_cancel
+from runs.a2a_server.tasks import TaskView, agent_run, agent_tasks, task_of
 from runs.realtime import run_group
 from runs.sql import release_connection
-
-from .actions import Caller, message_send, task_cancel
-from .tasks import TaskView, agent_run, agent_tasks, task_of
 
 RECHECK_SECONDS = 2.0
 CANCEL_WAIT_SECONDS = 10.0

@@ -1,4 +1,4 @@
-"""The API's shapes of ticket claims and assignment (runs/services/claims.py): the
+"""The API's shapes of ticket claims and assignment (runs/decisions/services/claims.py): the
 ticket's live claim as fields of TicketSerializer, and the claim and assign bodies."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from runs.decisions.services.claims import CLAIM_MINUTES, MAX_CLAIM_MINUTES, live_claim
 from runs.models import Ticket
-from runs.services.claims import CLAIM_MINUTES, MAX_CLAIM_MINUTES, live_claim
 
 
 class _LiveClaimField(serializers.Field):

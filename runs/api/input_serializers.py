@@ -8,9 +8,7 @@ from typing import Any
 from rest_framework import serializers
 
 from runs.api.fields import PriorityField, input_mode_field, input_priority_field
-from runs.services.submission import PRIORITY_RANGE
-
-from .serializers import (
+from runs.api.serializers import (
     INPUT_MODE_HELP,
     INPUT_MODES,
     INPUT_PRIORITY_HELP,
@@ -19,6 +17,7 @@ from .serializers import (
     MessageInSerializer,
     RunRecordSerializer,
 )
+from runs.services.submission import PRIORITY_RANGE
 
 
 class RunInputCreateSerializer(serializers.Serializer):

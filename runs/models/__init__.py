@@ -15,19 +15,8 @@ from runs.models.core import (
     Thread,
     ToolCall,
 )
-from runs.models.failures import FailureGroup, FailureGroupRun
-from runs.models.notifications import (
-    NotificationChannel,
-    NotificationCircuit,
-    NotificationDelivery,
-    NotificationEvent,
-    NotificationRule,
-    NotificationSubscription,
-)
 from runs.models.preferences import OperatorPreference
-from runs.models.replays import ReplayItem, ReplaySet
 from runs.models.stats import HourlyStat, HourlyUsage
-from runs.models.teamwork import SavedView
 from runs.models.tickets import DELEGATE_TICKET_PREFIX, Decision, Ticket, TicketQuerySet
 
 __all__ = [
@@ -38,25 +27,14 @@ __all__ = [
     "PRIORITY_VALIDATORS",
     "BackgroundTask",
     "Decision",
-    "FailureGroup",
-    "FailureGroupRun",
     "HourlyStat",
     "HourlyUsage",
     "Message",
-    "NotificationChannel",
-    "NotificationCircuit",
-    "NotificationDelivery",
-    "NotificationEvent",
-    "NotificationRule",
-    "NotificationSubscription",
     "OperatorPreference",
     "PendingInput",
-    "ReplayItem",
-    "ReplaySet",
     "RowJSONField",
     "Run",
     "RunEvent",
-    "SavedView",
     "Schedule",
     "Thread",
     "Ticket",

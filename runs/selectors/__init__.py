@@ -7,7 +7,6 @@ re-exported here (`from runs import selectors`)."""
 
 from __future__ import annotations
 
-from runs.selectors.audit import audit_list
 from runs.selectors.base import (
     PAGE_SIZE,
     RELATED_PAGE,
@@ -51,13 +50,6 @@ from runs.selectors.threads import (
     thread_messages_page,
     thread_transcript,
 )
-from runs.selectors.tickets import (
-    inbox_count,
-    inbox_filter_options,
-    inbox_tickets,
-    ticket_list,
-    ticket_requests,
-)
 
 __all__ = [
     "PAGE_SIZE",
@@ -75,15 +67,11 @@ __all__ = [
     "RunDetail",
     "RunFilters",
     "agents_for_composer",
-    "audit_list",
     "dashboard",
     "dashboard_cached",
     "decode_cursor",
     "dependency_health",
     "encode_cursor",
-    "inbox_count",
-    "inbox_filter_options",
-    "inbox_tickets",
     "keyset_page",
     "list_row_extras",
     "open_run_counts",
@@ -99,6 +87,4 @@ __all__ = [
     "thread_list",
     "thread_messages_page",
     "thread_transcript",
-    "ticket_list",
-    "ticket_requests",
 ]

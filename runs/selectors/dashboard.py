@@ -15,9 +15,10 @@ from django.utils import timezone
 from django.utils.http import urlencode
 
 from agents.models import AgentVersion, Model, ModelProvider, RemoteEndpoint
-from runs.models import DELEGATE_TICKET_PREFIX, FailureGroup, HourlyStat, Run, Ticket
+from runs.models import DELEGATE_TICKET_PREFIX, HourlyStat, Run, Ticket
+from runs.operations.models.failures import FailureGroup
+from runs.operations.selectors.failures import recent_failure_groups
 from runs.runtime.types import waiting_reason_from_status_reason
-from runs.selectors.failures import recent_failure_groups
 from runs.services import stats
 
 
@@ -62,7 +63,7 @@ def dashboard(
     finished = _of(HourlyStat.objects.filter(hour=stats.ALL_TIME), agent_ids)
     finished = finished.exclude(metric="run:open")
     by_status[Run.Status.DONE] = finished.aggregate(n=Sum("count"))["n"] or 0
-    # the same failure once, with its count (runs/selectors/failures.py)
+    # the same failure once, with its count (runs/operations/selectors/failures.py)
     failures = recent_failure_groups(None if agent_ids is None else list(teams or ()))
     for group in failures:  # cached and pushed to every dashboard: keep what is shown
         group.sample_message = group.sample_message[:ERROR_CHARS]

@@ -10,7 +10,9 @@ from django.db.models import Count, Exists, IntegerField, OuterRef, Q, QuerySet,
 from django.utils import timezone
 
 from agents.models import AgentVersion, Model
-from runs.models import FailureGroupRun, Message, Run, RunEvent, Ticket
+from runs.models import Message, Run, RunEvent, Ticket
+from runs.operations.models.failures import FailureGroupRun
+from runs.operations.selectors.failures import group_runs_page
 from runs.runtime.types import WaitingReason
 from runs.selectors.base import (
     PAGE_SIZE,
@@ -26,7 +28,6 @@ from runs.selectors.base import (
     seq_window,
     uuid_or_none,
 )
-from runs.selectors.failures import group_runs_page
 from runs.selectors.run_sort import LONGEST, longest_page
 from runs.selectors.waiting import LONGEST_WAITING, longest_waiting_page, runs_waiting
 
@@ -48,7 +49,7 @@ class RunFilters:
     reason: str = ""
     waiting_tool: str = ""  # waiting on a pending ticket of this tool ...
     waiting_longer_than: int | None = None  # ... created more than this many minutes ago
-    failure_group: str = ""  # the runs of a failure group (runs/models/failures.py)
+    failure_group: str = ""  # the runs of a failure group (runs/operations/models/failures.py)
     sort: str = ""  # "" newest first, LONGEST_WAITING (with a waiting filter), LONGEST
     # the requesting user's teams' agents (runs.permissions.visible_agent_ids); None: all
     agent_ids: list[int] | None = None
@@ -113,14 +114,14 @@ def run_list(*, filters: RunFilters, cursor: str | None = None, size: int = PAGE
     if filters.sort == LONGEST:  # finished runs by duration (runs.selectors.run_sort)
         in_range = bool(filters.since or filters.until)
         return longest_page(runs, cursor, size, in_range=in_range)
-    if filters.failure_group:  # by the group's links (runs.selectors.failures)
+    if filters.failure_group:  # by the group's links (runs.operations.selectors.failures)
         return group_runs_page(runs, filters.failure_group, cursor, size)
     return keyset_page(runs, cursor, size)
 
 
 def filter_runs(runs: QuerySet[Run], filters: RunFilters) -> QuerySet[Run]:
     """`runs` narrowed by `filters`, unordered: the runs list's page and its CSV export
-    (runs.services.exports) select the same runs."""
+    (runs.operations.services.exports) select the same runs."""
     if filters.agent_ids is not None:  # the user's teams: a short list of agent ids
         runs = runs.filter(agent_id__in=filters.agent_ids)
     if filters.status:
@@ -143,7 +144,9 @@ def filter_runs(runs: QuerySet[Run], filters: RunFilters) -> QuerySet[Run]:
         runs = runs.filter(agent_version_id__in=versions)  # none: no query at all
     if filters.reason:
         runs = runs.filter(status_reason=filters.reason)
-    if filters.failure_group:  # its links, by (group, created_at): runs/models/failures.py
+    if (
+        filters.failure_group
+    ):  # its links, by (group, created_at): runs/operations/models/failures.py
         linked = FailureGroupRun.objects.filter(group_id=uuid_or_none(filters.failure_group))
         runs = runs.filter(pk__in=linked.values("run_id"))
     if filters.since:

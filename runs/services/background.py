@@ -27,7 +27,11 @@ from agents.tools.background_jobs import background_job
 from common.jsonsafe import without_nul
 from runs.models import BackgroundTask, Run
 from runs.runtime.background import AWAITING_TASKS
-from runs.services.inbox import UNFINISHED, background_ring_on_commit, wake_if_work_finished
+from runs.services.checkpoint_input import (
+    UNFINISHED,
+    background_ring_on_commit,
+    wake_if_work_finished,
+)
 from runs.services.leases import worker_identity
 from runs.sql import update_returning
 

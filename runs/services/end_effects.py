@@ -11,14 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 from runs import metrics
-from runs.models import NotificationEvent
+from runs.operations.models.notifications import NotificationEvent
+from runs.operations.services.failures import failure_record
+from runs.operations.services.notifications import notify_run, notify_run_finished, notify_tickets
+from runs.replays.services.replay_flow import replay_run_ended, replay_tickets_decide
 from runs.services import stats
+from runs.services.checkpoint_input import background_cancel
 from runs.services.delivery import thread_deliver_next
-from runs.services.failures import failure_record
-from runs.services.inbox import background_cancel
-from runs.services.notifications import notify_run, notify_run_finished, notify_tickets
 from runs.services.remote import abort_remote_on_commit
-from runs.services.replay_flow import replay_run_ended, replay_tickets_decide
 from runs.services.run_end import FAILED, FINISHED, RunEnded, TicketsOpened
 
 # --- a run's end ----------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from agents.selectors import agent_version_by_id, agent_version_current
 from agents.services.endpoints import endpoint_backend_for_spec
 from common.errors import ServiceError
 from runs import metrics, tracing
+from runs.decisions.services.deadlines import tickets_expire, tickets_warn
 from runs.message_rows import message_to_row
 from runs.models import (
     DELEGATE_TICKET_PREFIX,
@@ -35,6 +36,8 @@ from runs.models import (
     Thread,
     Ticket,
 )
+from runs.replays.services.replay_flow import REPLAY_MODE, replays_repair
+from runs.replays.services.replay_tools import replay_tool_wrapper
 from runs.runtime import types as rt
 from runs.runtime.backends import (
     BackendControl,
@@ -56,8 +59,8 @@ from runs.runtime.ports import (
 )
 from runs.services import stats
 from runs.services.background import background_sweep
+from runs.services.checkpoint_input import background_results
 from runs.services.creation import normalize_input_messages
-from runs.services.deadlines import tickets_expire, tickets_warn
 from runs.services.delivery import thread_start_next
 from runs.services.dispatch import run_dispatch
 from runs.services.events import (
@@ -67,7 +70,6 @@ from runs.services.events import (
     events_append,
     run_identity,
 )
-from runs.services.inbox import background_results
 from runs.services.leases import (
     LEASE_EXPIRED,
     SEGMENT_STOPPED,
@@ -78,8 +80,6 @@ from runs.services.leases import (
     worker_identity,
 )
 from runs.services.locks import lock_thread_of, retry_lock_conflicts
-from runs.services.replay_flow import REPLAY_MODE, replays_repair
-from runs.services.replay_tools import replay_tool_wrapper
 from runs.services.run_end import FAILED, RunEnded, run_end_effects
 from runs.services.runs import run_request_cancel_flag
 from runs.services.tickets import decision_submit, tickets_close_open

@@ -253,7 +253,7 @@ def _decide(
     assert run is not None  # a ticket's run is only ever deleted with it
     won = Ticket.objects.filter(pk=ticket.pk, status=Ticket.Status.PENDING).update(
         status=Ticket.Status.DECIDED, closed_at=now, claimed_by=None, claimed_until=None
-    )  # a decision ends the ticket's claim (runs/services/claims.py)
+    )  # a decision ends the ticket's claim (runs/decisions/services/claims.py)
     if not won:
         raise _Lost
     decision = _record_decision(

@@ -22,12 +22,12 @@ from runs.permissions import (
     require,
     visible_or_404,
 )
+from runs.replays.selectors.forks import fork_panel, run_forks
 from runs.runtime.background import BACKGROUND_KEY
-from runs.selectors.forks import fork_panel, run_forks
 from runs.ticket_forms import edit_fields
-from runs.views.control import run_steer_inputs
 from runs.views.forms import FormError, render_form_error
 from runs.views.htmx import is_htmx
+from runs.views.thread_control import run_steer_inputs
 
 # What each partial of the run page reads: a live refresh of the header need not read the
 # timeline and the transcript too.

@@ -11,6 +11,8 @@ from django.shortcuts import render
 
 from common.access import allowed_unfrozen, visible_teams
 from runs import selectors
+from runs.accounts.views.saved_views import saved_views_context
+from runs.decisions.selectors.inbox import inbox_filter_options
 from runs.models import DEFAULT_PRIORITY, PendingInput, Run, Ticket
 from runs.permissions import (
     CANCEL,
@@ -34,9 +36,8 @@ from runs.selectors.filters import (
 )
 from runs.selectors.run_sort import LONGEST
 from runs.selectors.waiting import LONGEST_WAITING
-from runs.views.control import input_modes, inputs_context
 from runs.views.forms import filter_page
-from runs.views.saved_views import saved_views_context
+from runs.views.thread_control import input_modes, inputs_context
 from runs.views.thread_tickets import thread_tickets_context
 
 RUN_SORTS = ("newest", LONGEST_WAITING, LONGEST)  # "" is newest first too
@@ -94,7 +95,7 @@ def run_list_context(request: HttpRequest, params: QueryDict | None = None) -> d
     cursor = read.cursor()
     problems = {**problems, **read.errors}
     filters.agent_ids = visible_agent_ids(request.user)  # the user's teams' runs only
-    agents, tools = selectors.inbox_filter_options(filters.agent_ids)  # agents, their tools
+    agents, tools = inbox_filter_options(filters.agent_ids)  # agents, their tools
     page = selectors.run_list(filters=filters, cursor=cursor, size=RUNS_PAGE)
     selectors.list_row_extras(page.items)  # what each row waits on, its children: one query
     query = params.copy()

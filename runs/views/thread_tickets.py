@@ -1,5 +1,5 @@
 """The thread page's ticket card: the open tickets of the thread's waiting run, decided
-there as on the run page (templates/runs/partials/run_tickets.html posts to the ticket's
+there as on the run page (runs/templates/runs/partials/run_tickets.html posts to the ticket's
 decide action, whose htmx answer is that card again)."""
 
 from __future__ import annotations

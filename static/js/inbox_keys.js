@@ -1,4 +1,4 @@
-/* Approvals inbox keyboard shortcuts (loaded by templates/runs/inbox.html only).
+/* Approvals inbox keyboard shortcuts (loaded by runs/decisions/templates/runs/inbox.html only).
  * Active only when #inbox-list exists and focus is not in a text field:
  *   j / k   move focus between ticket rows (the focused row is marked .selected)
  *   x/space toggle the focused row's checkbox

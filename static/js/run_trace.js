@@ -1,4 +1,4 @@
-/* The run page's tabs and its trace (templates/runs/run_detail.html, loaded by the run
+/* The run page's tabs and its trace (runs/templates/runs/run_detail.html, loaded by the run
  * page only):
  *  - two tabs: "Transcript and events" (#overview, the default) and "Trace" (#trace);
  *    the URL's hash picks one, so a reload or a shared link opens the same view;

@@ -13,7 +13,7 @@ from django.test import Client
 from common.models import AuditEntry, Membership, Team
 from runs.models import Run, Thread
 from tests.factories import bearer, team, team_member, token_for, user_with_role, waiting_run
-from tests.runs.test_team_scoping import in_team
+from tests.runs.accounts.test_team_scoping import in_team
 
 pytestmark = pytest.mark.django_db
 

@@ -16,13 +16,15 @@ from common.access import forget
 from common.audit import Actor, audit_record
 from common.models import ApiToken, AuditEntry
 from common.roles import ROLES
-from runs.models import PendingInput, ReplaySet, Run, SavedView, Schedule, Thread, Ticket
-from runs.models.failures import FailureGroup
-from runs.models.notifications import (
+from runs.accounts.models.saved_views import SavedView
+from runs.models import PendingInput, Run, Schedule, Thread, Ticket
+from runs.operations.models.failures import FailureGroup
+from runs.operations.models.notifications import (
     NotificationChannel,
     NotificationRule,
     NotificationSubscription,
 )
+from runs.replays.models.replays import ReplaySet
 from runs.services.submission_flow import input_submit, run_start
 from tests.conftest import clear_process_caches
 from tests.factories import (

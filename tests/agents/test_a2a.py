@@ -207,7 +207,7 @@ def test_without_streaming_the_backend_polls_the_task_and_targets_reach_the_tena
 def test_the_remote_question_shows_escaped_on_the_run_page_and_in_the_inbox(
     server, allow_private, client
 ):
-    from runs.selectors import inbox_tickets
+    from runs.decisions.selectors.inbox import inbox_tickets
     from tests.factories import user_with_role
 
     run = drive(run_start(agent=remote_agent(server), messages="ask Your <b>PIN</b>?"))

@@ -17,8 +17,8 @@ from django.contrib.sessions.models import Session
 from django.urls import URLPattern, reverse
 
 from agents.models import Model, ModelProvider, RemoteEndpoint
+from awaken_site import api_urls
 from common.models import AuditEntry
-from runs.api import urls as api_urls
 from runs.models import Run, Ticket
 from tests.factories import bearer, superuser, token_for, user_with_role
 

@@ -291,7 +291,7 @@ def test_create_user_makes_a_team_admin_who_reaches_the_admin(client, world):
 
 def test_runs_schedules_and_audit_in_the_admin_follow_the_agent_s_team(a_admin, world):
     from runs.models import Run, Schedule
-    from runs.services.schedules import schedule_plan
+    from runs.operations.services.schedules import schedule_plan
     from runs.services.submission_flow import run_start
     from tests.runs.helpers import drive
 

@@ -10,8 +10,8 @@ from django.utils import timezone
 
 from common.audit import Actor
 from common.models import AuditEntry
+from runs.decisions.services.claims import ticket_assign, ticket_claim
 from runs.models import Run, Ticket
-from runs.services.claims import ticket_assign, ticket_claim
 from tests.api.helpers import assert_error
 from tests.api.schema_check import conforms
 from tests.factories import bearer, superuser, token_for, user_with_role, waiting_run

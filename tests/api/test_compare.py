@@ -10,7 +10,7 @@ from django.contrib.auth.models import User
 
 from common.audit import Actor
 from runs.models import Run, Ticket
-from runs.selectors.compare import run_compare, runs_for_compare
+from runs.replays.selectors.compare import run_compare, runs_for_compare
 from runs.services.submission_flow import run_start
 from runs.services.tickets import decision_submit
 from tests.api.helpers import assert_error

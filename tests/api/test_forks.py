@@ -10,7 +10,7 @@ from runs.models import Message, Run, Thread
 from tests.api.helpers import assert_error
 from tests.api.schema_check import conforms
 from tests.runs.helpers import drive
-from tests.runs.test_forks import three_step_run
+from tests.runs.replays.test_forks import three_step_run
 
 pytestmark = pytest.mark.django_db
 

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from runs.models import ReplaySet, Run
+from runs.models import Run
+from runs.replays.models.replays import ReplaySet
 from runs.services.execution import run_advance
 from runs.services.submission_flow import run_start
 from tests.api.helpers import assert_error

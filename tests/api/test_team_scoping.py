@@ -10,7 +10,7 @@ from common.models import AuditEntry, Membership
 from runs.models import Run, Ticket
 from tests.api.helpers import assert_error
 from tests.factories import bearer, team, team_member, token_for, user_with_role, waiting_run
-from tests.runs.test_team_scoping import in_team
+from tests.runs.accounts.test_team_scoping import in_team
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,8 @@ import pytest
 from playwright.sync_api import expect
 
 from common.models import AuditEntry
-from runs.models import NotificationChannel, NotificationRule, Run, Schedule
+from runs.models import Run, Schedule
+from runs.operations.models.notifications import NotificationChannel, NotificationRule
 from tests.browser.helpers import login, wait_status
 from tests.browser.test_mobile_layout import assert_fits
 from tests.factories import AgentFactory, ModelFactory, team, team_member

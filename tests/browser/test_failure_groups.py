@@ -9,7 +9,8 @@ import pytest
 from playwright.sync_api import expect
 
 from common.models import AuditEntry
-from runs.models import FailureGroup, Run
+from runs.models import Run
+from runs.operations.models.failures import FailureGroup
 from runs.services.submission_flow import run_start
 from tests.browser.helpers import login
 from tests.browser.test_mobile_layout import PHONE, assert_fits

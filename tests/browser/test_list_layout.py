@@ -11,7 +11,8 @@ from django.contrib.auth.models import User
 from playwright.sync_api import expect
 
 from agents.models import Agent
-from runs.models import Run, SavedView
+from runs.accounts.models.saved_views import SavedView
+from runs.models import Run
 from runs.selectors import PAGE_SIZE
 from runs.selectors.filters import SEARCH_MAX_CHARS
 from runs.services.submission_flow import run_start

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from playwright.sync_api import expect
 
-from runs.models import ReplaySet, Run, Ticket
+from runs.models import Run, Ticket
+from runs.replays.models.replays import ReplaySet
 from runs.services.submission_flow import run_start
 from runs.services.tickets import decision_submit
 from tests.browser.helpers import login

@@ -1,5 +1,5 @@
 """The dashboard's "cost, tokens and latency" section in a real browser: the fixed data set
-of tests/runs/test_stats_glance.py (agents alpha and beta, five finished runs, four tool
+of tests/runs/operations/test_stats_glance.py (agents alpha and beta, five finished runs, four tool
 calls) drawn as labelled SVG charts and tables, then refetched on the page's clock (every
 data-refresh-seconds, in the window picked) without a reload."""
 
@@ -19,7 +19,7 @@ from runs.models import Run
 from runs.services import stats
 from tests.browser.helpers import login
 from tests.factories import user_with_role
-from tests.runs.test_stats_glance import build_dataset
+from tests.runs.operations.test_stats_glance import build_dataset
 
 
 @pytest.fixture

@@ -14,14 +14,13 @@ from typing import Any
 
 from django.utils import timezone
 
-from runs.models import (
+from runs.models import Run, RunEvent
+from runs.operations.models.notifications import (
     NotificationChannel,
     NotificationCircuit,
     NotificationDelivery,
-    Run,
-    RunEvent,
 )
-from runs.services.notify_send import channel_set_secret, channel_set_url
+from runs.operations.services.notify_send import channel_set_secret, channel_set_url
 from runs.services.submission_flow import run_start
 from tests.factories import scripted_agent
 from tests.processes import wait_for

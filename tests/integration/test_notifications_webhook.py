@@ -10,8 +10,13 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from runs.models import NotificationChannel, NotificationDelivery, NotificationRule, Ticket
-from runs.services.notify_send import channel_set_secret, channel_set_url
+from runs.models import Ticket
+from runs.operations.models.notifications import (
+    NotificationChannel,
+    NotificationDelivery,
+    NotificationRule,
+)
+from runs.operations.services.notify_send import channel_set_secret, channel_set_url
 from runs.services.submission_flow import run_start
 from tests.factories import APPROVAL, note_call, scripted_agent
 from tests.processes import free_port, wait_for

@@ -7,7 +7,8 @@ from __future__ import annotations
 import httpx
 from django.db.models import Max
 
-from runs.models import ReplaySet, Run
+from runs.models import Run
+from runs.replays.models.replays import ReplaySet
 from runs.services.submission_flow import run_start
 from tests.factories import bearer, call, scripted_agent, token_for, user_with_role
 from tests.processes import free_port, wait_for

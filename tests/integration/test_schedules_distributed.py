@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from common.audit import Actor
 from runs.models import Run, Schedule
-from runs.services.schedules import schedule_pause, schedule_plan
+from runs.operations.services.schedules import schedule_pause, schedule_plan
 from tests.factories import scripted_agent
 from tests.processes import wait_for
 

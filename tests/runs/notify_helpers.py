@@ -21,9 +21,14 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from runs.models import NotificationChannel, NotificationDelivery, NotificationRule, Run, Ticket
-from runs.services import notifications as notify
-from runs.services.notify_send import channel_set_secret, channel_set_url
+from runs.models import Run, Ticket
+from runs.operations.models.notifications import (
+    NotificationChannel,
+    NotificationDelivery,
+    NotificationRule,
+)
+from runs.operations.services import notifications as notify
+from runs.operations.services.notify_send import channel_set_secret, channel_set_url
 from tests.factories import waiting_run
 
 SECRET = "whsec_test-secret-0123456789"

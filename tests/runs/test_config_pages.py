@@ -18,9 +18,10 @@ from django.utils.html import escape
 from common.audit import Actor
 from common.models import AuditEntry
 from common.teams import team_freeze
-from runs.models import NotificationChannel, NotificationRule, Run, Schedule
-from runs.services.notify_send import channel_secret
-from runs.services.schedules import schedule_config_errors, schedule_plan
+from runs.models import Run, Schedule
+from runs.operations.models.notifications import NotificationChannel, NotificationRule
+from runs.operations.services.notify_send import channel_secret
+from runs.operations.services.schedules import schedule_config_errors, schedule_plan
 from tests.factories import (
     AgentFactory,
     scripted_agent,

@@ -163,7 +163,7 @@ def test_a_reason_too_long_is_refused():
 
 
 def test_a_forks_edited_text_is_limited():
-    from runs.services.forks import run_fork
+    from runs.replays.services.forks import run_fork
 
     run = drive(run_start(agent=scripted_agent([{"text": "ok"}]), messages="hello"))
     with pytest.raises(InvalidInput, match=r"edit\.text is 61 characters long"):

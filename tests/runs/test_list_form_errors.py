@@ -12,7 +12,8 @@ from html import unescape
 import pytest
 from django.urls import reverse
 
-from runs.models import Decision, SavedView
+from runs.accounts.models.saved_views import SavedView
+from runs.models import Decision
 from tests.factories import done_run, team_member
 from tests.runs.test_page_form_errors import form_of, freeze, ticket_of, waiting
 

@@ -1,4 +1,4 @@
-"""Plain words on every page (issue 29, item 1): every page and partial of runs/urls.py,
+"""Plain words on every page (issue 29, item 1): every page and partial of awaken_site/page_urls.py,
 rendered in every state the fixtures reach (runs queued, running, waiting on an approval,
 a question and a child run, finished, finished after a rejection, cancelled, failed,
 stopped; tickets open and decided; threads with pending and delivered input), shows no
@@ -15,8 +15,8 @@ from html.parser import HTMLParser
 import pytest
 from django.urls import URLPattern, reverse
 
+from awaken_site import page_urls as urls
 from common.audit import Actor
-from runs import urls
 from runs.models import Decision, PendingInput, Run, Ticket
 from runs.runtime.status import RunStatus, WaitingReason
 from runs.services.runs import run_cancel
@@ -366,7 +366,7 @@ def test_the_technical_value_is_on_hover(root_client):
 
 
 def test_the_replay_pages_in_plain_words(root_client):
-    from tests.runs.test_replays import create
+    from tests.runs.replays.test_replays import create
 
     agent = scripted_agent([{"text": "ok"}], slug="paged")
     drive(run_start(agent=agent, messages="m0"))
@@ -389,7 +389,7 @@ def test_the_tool_message_placeholder_is_said_plainly(root_client):
 
 def test_the_schedule_pages_in_plain_words(root_client):
     from runs.services.submission_flow import run_start as start
-    from tests.runs.test_schedules import make
+    from tests.runs.operations.test_schedules import make
 
     schedule = make(name="nightly")
     run = drive(start(agent=schedule.agent, messages="the nightly one"))

@@ -15,22 +15,16 @@ from django.utils import timezone
 from common.audit import Actor
 from common.errors import IllegalTransition
 from runs import metrics
-from runs.models import (
-    BackgroundTask,
-    FailureGroup,
-    HourlyStat,
-    NotificationDelivery,
-    PendingInput,
-    ReplayItem,
-    Run,
-    Ticket,
-)
+from runs.models import BackgroundTask, HourlyStat, PendingInput, Run, Ticket
+from runs.operations.models.failures import FailureGroup
+from runs.operations.models.notifications import NotificationDelivery
+from runs.replays.models.replays import ReplayItem
+from runs.replays.services.replays import replay_create, replay_request
 from runs.runtime.backends.a2a.config import REMOTE_STATE_KEY
 from runs.services import end_effects as fx
 from runs.services.creation import normalize_input_messages
 from runs.services.delivery import messages_json
 from runs.services.execution import run_advance, run_fail, runs_sweep
-from runs.services.replays import replay_create, replay_request
 from runs.services.run_end import (
     CANCELLED,
     FAILED,

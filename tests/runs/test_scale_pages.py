@@ -21,9 +21,9 @@ from django.utils import timezone
 
 from common.audit import Actor, audit_record
 from runs.models import HourlyUsage, Message, Run, RunEvent, Ticket
+from runs.operations.selectors.usage import usage
 from runs.realtime import render_event_row
-from runs.selectors.forks import fork_cuts, fork_panel
-from runs.selectors.usage import usage
+from runs.replays.selectors.forks import fork_cuts, fork_panel
 from runs.services import stats
 from runs.templatetags.runs_extras import event_row
 from tests.factories import done_run, waiting_run
@@ -331,7 +331,7 @@ def test_an_inbox_who_cell_is_what_the_who_template_rendered(
     django_user_model: Any, claimed: str, assigned: str, frozen: bool, decide: bool
 ) -> None:
     from common.models import Team
-    from runs.services.claims import live_claim
+    from runs.decisions.services.claims import live_claim
 
     me = django_user_model.objects.create_user("me<&>", is_superuser=True)
     other = django_user_model.objects.create_user('o"ther', is_superuser=True)

@@ -15,15 +15,9 @@ from common.api.auth import actor_for
 from common.api.base import ApiView, get_or_not_found, validated
 from common.api.errors import error_responses
 from runs import permissions as perms
-from runs.models import PendingInput, Run, Thread
-from runs.services.inputs import input_edit, input_retract
-from runs.services.inputs import thread_interrupt as interrupt_thread
-from runs.services.submission import KEY_CHARS, Submission
-from runs.services.submission_flow import SubmissionOutcome, submission_accept
-
-from .. import input_serializers as si
-from .. import team_serializers as st
-from .shared import (
+from runs.api import input_serializers as si
+from runs.api import team_serializers as st
+from runs.api.views.shared import (
     IDEMPOTENCY_KEY,
     RUN_ID,
     THREAD_ID,
@@ -33,6 +27,11 @@ from .shared import (
     path_uuid,
     run_record_json,
 )
+from runs.models import PendingInput, Run, Thread
+from runs.services.inputs import input_edit, input_retract
+from runs.services.inputs import thread_interrupt as interrupt_thread
+from runs.services.submission import KEY_CHARS, Submission
+from runs.services.submission_flow import SubmissionOutcome, submission_accept
 
 INPUT_ID = path_uuid("input_id", "Input id (the `id` of a pending input).")
 

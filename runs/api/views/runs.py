@@ -16,16 +16,12 @@ from common.api.errors import error_responses
 from common.errors import NotFound
 from runs import permissions as perms
 from runs import selectors
-from runs.models import RunEvent
-from runs.services.runs import run_cancel, run_retry, run_set_priority
-from runs.services.tickets import normalize_decision_body, ticket_for_target
-
-from .. import input_serializers as si
-from .. import serializers as s
-from .. import team_serializers as st
-from ..pagination import check_cursor
-from ..stream import SseView
-from .shared import (
+from runs.api import input_serializers as si
+from runs.api import serializers as s
+from runs.api import team_serializers as st
+from runs.api.pagination import check_cursor
+from runs.api.stream import SseView
+from runs.api.views.shared import (
     DECISION_EXAMPLES,
     DECISION_RESPONSES,
     IDEMPOTENCY_KEY,
@@ -38,6 +34,9 @@ from .shared import (
     start_run,
     tickets_query,
 )
+from runs.models import RunEvent
+from runs.services.runs import run_cancel, run_retry, run_set_priority
+from runs.services.tickets import normalize_decision_body, ticket_for_target
 
 START_EXAMPLE = OpenApiExample(
     "Start a run",

@@ -22,15 +22,14 @@ from common.api.base import get_or_not_found
 from common.api.errors import error_responses
 from common.errors import Forbidden, NotFound
 from common.teams import ensure_not_frozen_only
+from runs.api import serializers as s
+from runs.api.stream import SseView, event_stream_response
 from runs.models import BackgroundTask, PendingInput, Run, Thread, Ticket
 from runs.runtime.background import BACKGROUND_KEY
 from runs.services.submission import Submission
 from runs.services.submission_flow import submission_accept
 from runs.services.tickets import decision_json, decision_submit_or_repeat
 from runs.store import record_from_row, record_to_json
-
-from .. import serializers as s
-from ..stream import SseView, event_stream_response
 
 
 def path_uuid(name: str, description: str) -> OpenApiParameter:

@@ -15,13 +15,12 @@ from common.errors import NotFound
 from common.teams import team_for_new
 from runs import permissions as perms
 from runs import selectors
+from runs.api import serializers as s
+from runs.api.pagination import check_cursor
+from runs.api.views.inputs import INPUT_MODES_TEXT, INPUT_RESPONSES, submit_input
+from runs.api.views.shared import IDEMPOTENCY_KEY, THREAD_ID, get_agent, get_thread
 from runs.models import Message, Run
 from runs.services.threads import thread_create
-
-from .. import serializers as s
-from ..pagination import check_cursor
-from .inputs import INPUT_MODES_TEXT, INPUT_RESPONSES, submit_input
-from .shared import IDEMPOTENCY_KEY, THREAD_ID, get_agent, get_thread
 
 
 class ThreadListView(ApiView):

@@ -1,0 +1,1 @@
+"""Accounts: see README.md."""

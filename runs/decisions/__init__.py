@@ -1,0 +1,1 @@
+"""Decisions: see README.md."""

@@ -1,0 +1,1 @@
+"""Operations: see README.md."""

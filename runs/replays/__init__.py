@@ -1,0 +1,1 @@
+"""Replays and forks: see README.md."""
