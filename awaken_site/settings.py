@@ -11,7 +11,9 @@ import dj_database_url
 from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 
+from .api_options import SPECTACULAR, rest_framework
 from .env import env_bool, env_bool_or_networks, env_float, env_int, env_list, env_str
+from .redis_options import broker_transport_options, caches, channel_layers
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("AWAKEN_VAR_DIR", str(BASE_DIR / "var")))
@@ -126,41 +128,9 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Channels and Celery ----------------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL")
-# Redis socket timeouts are set explicitly everywhere: redis-py 8 changed its default
-# `socket_timeout` from None (wait forever) to 5 s, which breaks clients that block on
-# Redis for 5 s themselves, while None leaves a command hanging forever on a connection
-# that died silently (failover, NAT timeout). Query parameters in REDIS_URL
-# (`?socket_timeout=`) override these values.
+# Explicit socket timeouts on every Redis client: awaken_site/redis_options.py.
 REDIS_CONNECT_TIMEOUT = env_float("REDIS_CONNECT_TIMEOUT", 5.0, minimum=0.1)
-if REDIS_URL:
-    # channels-redis waits for a websocket's next message with a blocking BZPOPMIN of 5 s
-    # (RedisChannelLayer.brpop_timeout); with redis-py 8's 5 s socket timeout the read
-    # raced it and an idle consumer died with TimeoutError, closing its websocket with
-    # 1011 about every 5 s. The read timeout must stay above the blocking pop; keepalive
-    # and the idle-connection PING (health_check_interval) notice dead connections.
-    # Members of a group are whole processes (runs/fanout.py), which add themselves
-    # again every quarter of group_expiry: a process that died without leaving stops
-    # being sent to within group_expiry, while live members never expire.
-    CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {
-                "hosts": [
-                    {
-                        "address": REDIS_URL,
-                        "socket_timeout": 5 + 10.0,  # brpop_timeout + margin
-                        "socket_connect_timeout": REDIS_CONNECT_TIMEOUT,
-                        "socket_keepalive": True,
-                        "health_check_interval": 30,
-                    }
-                ],
-                "capacity": 500,
-                "group_expiry": 300,
-            },
-        }
-    }
-else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+CHANNEL_LAYERS = channel_layers(REDIS_URL, REDIS_CONNECT_TIMEOUT)
 
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL or "memory://localhost/")
 CELERY_TASK_ACKS_LATE = True
@@ -197,18 +167,10 @@ CELERY_WORKER_CONCURRENCY = AWAKEN_RUNS_IN_FLIGHT
 # makes it do so only every so many tasks; awaken_site/celery.py returns the connection to
 # the pool after each task instead, as Django does after each request.
 CELERY_DB_REUSE_MAX = 1_000_000
-CELERY_BROKER_TRANSPORT_OPTIONS = {
-    # Above the longest run segment; the lease sweep, not redelivery, recovers runs.
-    "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600, minimum=60),
-    # kombu passes socket_timeout=None (forever) unless told: a publish from daphne to a
-    # Redis that vanished without closing the socket would hang its request for good.
-    # The worker's BRPOP blocks 1 s (kombu's brpop_timeout), well under 10 s; kombu's
-    # own check (health_check_interval) reconnects a silent BRPOP connection.
-    "socket_timeout": 10.0,
-    "socket_connect_timeout": REDIS_CONNECT_TIMEOUT,
-    "socket_keepalive": True,
-    "health_check_interval": 25,
-}
+# Above the longest run segment; the lease sweep, not redelivery, recovers runs.
+CELERY_BROKER_TRANSPORT_OPTIONS = broker_transport_options(
+    env_int("CELERY_VISIBILITY_TIMEOUT", 3600, minimum=60), REDIS_CONNECT_TIMEOUT
+)
 
 # --- Awaken -------------------------------------------------------------------------------
 # Run an in-process Celery worker and sweep thread in `manage.py serve`.
@@ -223,18 +185,52 @@ AWAKEN_MAX_ATTEMPTS = env_int("AWAKEN_MAX_ATTEMPTS", 5, minimum=1)
 # them (runs.services.run_end). Every way a run ends calls the same list once.
 AWAKEN_RUN_END_EFFECTS = [
     "runs.services.end_effects.effect_count_finished",
-    "runs.services.end_effects.effect_notify_ended",
-    "runs.services.end_effects.effect_failure_record",
+    "runs.operations.effects.effect_notify_ended",
+    "runs.operations.effects.effect_failure_record",
     "runs.services.end_effects.effect_metrics",
     "runs.services.end_effects.effect_background_cancel",
     "runs.services.end_effects.effect_deliver_next",
-    "runs.services.end_effects.effect_replay_ended",
+    "runs.replays.effects.effect_replay_ended",
     "runs.services.end_effects.effect_abort_remote",
 ]
 AWAKEN_TICKET_OPENED_EFFECTS = [
-    "runs.services.end_effects.effect_notify_tickets",
-    "runs.services.end_effects.effect_replay_decide",
+    "runs.operations.effects.effect_notify_tickets",
+    "runs.replays.effects.effect_replay_decide",
 ]
+# The sweep's steps, in this order, each given the same time and adding its counts
+# (runs.services.execution.runs_sweep), and what wraps a run's tools (each given the run).
+AWAKEN_SWEEP_STEPS = [
+    "runs.decisions.services.deadlines.deadlines_sweep",
+    "runs.services.execution.leases_recover",
+    "runs.services.execution.runs_redispatch_lost",
+    "runs.services.execution.inputs_sweep",
+    "runs.replays.services.replay_flow.replays_sweep",
+    "runs.services.background.background_sweep",
+]
+AWAKEN_RUN_TOOL_WRAPPERS = ["runs.replays.services.replay_tools.replay_tool_wrapper"]
+# What runs beside the embedded worker (runs.embedded): the sweep, the schedules' tick,
+# the notification senders (what `celery beat` and the workers do when distributed).
+AWAKEN_EMBEDDED_PARTS = [
+    "runs.embedded.sweep_ticks",
+    "runs.operations.embedded.schedules_ticks",
+    "runs.operations.embedded.notification_senders",
+]
+# The gauges /metrics reads from the database when scraped (runs.metrics).
+AWAKEN_METRICS_DATABASE_GAUGES = [
+    "runs.metrics.run_gauges",
+    "runs.operations.metrics.notification_gauges",
+]
+# What renders the dashboard's figures that the core's websocket pushes (runs.consumers).
+AWAKEN_DASHBOARD_FIGURES = "runs.operations.views.dashboard.dashboard_figures_html"
+# The runs list's filters whose runs another app keeps (runs.selectors.runs.run_scope):
+# query parameter -> what makes its scope of the parameter's value.
+AWAKEN_RUN_LIST_SCOPES = {"failure_group": "runs.operations.selectors.failures.FailureGroupScope"}
+# The pages with saved views: page -> the module with its filter_problems(params) and
+# error_page(request, error) (runs.accounts.views.saved_view_forms).
+AWAKEN_SAVED_VIEW_PAGES = {
+    "runs": "runs.accounts.views.saved_view_forms",
+    "inbox": "runs.decisions.views.inbox_saved_views",
+}
 # Replays (docs/replays.md): at most this many replay runs at once, all sets together.
 AWAKEN_REPLAY_CONCURRENCY = env_int("AWAKEN_REPLAY_CONCURRENCY", 2, minimum=1)
 # Retention: run trees finished more than this many days ago are deleted daily by the
@@ -492,81 +488,8 @@ if not re.fullmatch(r"\d+/(s|sec|m|min|h|hour|d|day)", API_THROTTLE_RATE):
         f"API_THROTTLE_RATE must look like 600/min, got {API_THROTTLE_RATE!r}"
     )
 
-# Throttle counters: shared through Redis when there is one, else per process. With
-# Redis the throttle (common.api.auth) talks to it through its own per-process connection
-# pool, one round trip per request, with 0.5 s socket timeouts (it fails open); this
-# cache alias then only names the same Redis database (`clear()` in tests). Its socket
-# timeouts are explicit for the reason given at REDIS_URL above.
-#
-# `default` and `api_tokens` are local-memory caches: per process, as what they keep is
-# valid only for the process that computed it: the dashboard's figures, the usage sums,
-# the database gauges of /metrics, that no notification route exists (each for its
-# AWAKEN_*_CACHE_SECONDS), and verified API tokens (AWAKEN_TOKEN_CACHE_SECONDS) in a
-# cache of their own, emptied whole when a user's roles change.
-CACHES = {
-    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
-    "api_tokens": {
-        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
-        "LOCATION": "api-tokens",
-        "OPTIONS": {"MAX_ENTRIES": 10_000},
-    },
-    "api_throttle": (
-        {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
-            "LOCATION": REDIS_URL,
-            "OPTIONS": {
-                "socket_timeout": 2.0,
-                "socket_connect_timeout": REDIS_CONNECT_TIMEOUT,
-            },
-        }
-        if REDIS_URL
-        else {
-            "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
-            "LOCATION": "api-throttle",
-        }
-    ),
-}
+# Local-memory caches per process, the throttle's counters in Redis when there is one.
+CACHES = caches(REDIS_URL, REDIS_CONNECT_TIMEOUT)
 
-REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": [
-        "common.api.auth.ApiTokenAuthentication",
-        "rest_framework.authentication.SessionAuthentication",
-    ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_THROTTLE_CLASSES": ["common.api.auth.TokenRateThrottle"],
-    "DEFAULT_THROTTLE_RATES": {"api_token": API_THROTTLE_RATE},
-    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["common.api.parsers.LimitedJSONParser"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "common.api.errors.exception_handler",
-    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
-}
-
-SPECTACULAR_SETTINGS = {
-    "TITLE": "Awaken Ops API",
-    "DESCRIPTION": (
-        "Start runs, follow their events (JSON pages or Server-Sent Events), decide tickets, "
-        "read threads, agents and the audit log. Authenticate with `Authorization: Bearer "
-        "<token>` (a personal token from the 'API tokens' page) or the browser session. "
-        'Errors are `{"error": {"code", "message", "details"}}`.'
-    ),
-    "VERSION": "1.0.0",
-    "SERVE_INCLUDE_SCHEMA": False,
-    "SCHEMA_PATH_PREFIX": r"/api/v1",
-    "COMPONENT_SPLIT_REQUEST": True,
-    "SWAGGER_UI_DIST": "SIDECAR",
-    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
-    "REDOC_DIST": "SIDECAR",
-    "ENUM_NAME_OVERRIDES": {
-        "RunStatusEnum": "runs.api.serializers.RUN_STATUSES",
-        "TicketStatusEnum": "runs.api.serializers.TICKET_STATUSES",
-        "WaitingReasonEnum": "runs.api.serializers.WAITING_REASONS",
-        "DecisionActionEnum": "runs.api.serializers.OUR_DECISION_ACTIONS",
-        "DecisionRequestActionEnum": "runs.api.serializers.DECISION_ACTIONS",
-        "BulkOutcomeEnum": "runs.decisions.api.bulk_serializers.BULK_OUTCOMES",
-        "RuleVerdictOutcomeEnum": "runs.decisions.api.rule_serializers.VERDICT_OUTCOMES",
-        "ReplaySetStatusEnum": ["running", "done", "cancelled"],
-        "ReplayItemStatusEnum": ["pending", "running", "done", "skipped"],
-        "TeamRoleEnum": "common.models.Role.values",
-    },
-}
+REST_FRAMEWORK = rest_framework(API_THROTTLE_RATE)
+SPECTACULAR_SETTINGS = SPECTACULAR

@@ -35,18 +35,46 @@ def favicon(request: HttpRequest) -> HttpResponseRedirect:
     return HttpResponseRedirect(static("favicon.svg"))
 
 
+# models that moved from the runs app to another app label, and where
+MOVED_MODELS = {
+    "auditentry": "common",
+    "apitoken": "common",
+    "replayset": "replays",
+    "replayitem": "replays",
+    **dict.fromkeys(
+        (
+            "failuregroup",
+            "failuregrouprun",
+            "notificationchannel",
+            "notificationcircuit",
+            "notificationdelivery",
+            "notificationrule",
+            "notificationsubscription",
+        ),
+        "operations",
+    ),
+    "savedview": "accounts",
+}
+
+
 def moved_admin(request: HttpRequest, model: str, rest: str) -> HttpResponsePermanentRedirect:
-    """The audit trail and API tokens moved from the runs app to `common`: old admin links
-    (bookmarks, links in tickets) land on the same page."""
+    """The audit trail and API tokens moved from the runs app to `common`, the domain apps'
+    models to their apps: old admin links (bookmarks, links in tickets) land on the same
+    page."""
     query = request.META.get("QUERY_STRING", "")
     return HttpResponsePermanentRedirect(
-        f"/admin/common/{model}/{rest}" + (f"?{query}" if query else "")
+        f"/admin/{MOVED_MODELS[model]}/{model}/{rest}" + (f"?{query}" if query else "")
     )
 
 
 urlpatterns = [
     path("favicon.ico", favicon, name="favicon"),
     re_path(r"^admin/runs/(?P<model>auditentry|apitoken)/(?P<rest>.*)$", moved_admin),
+    re_path(
+        r"^admin/runs/(?P<model>replayset|replayitem|failuregroup|failuregrouprun"
+        r"|notification(?:channel|circuit|delivery|rule|subscription)|savedview)/(?P<rest>.*)$",
+        moved_admin,
+    ),
     path("admin/", admin.site.urls),
     path("login/", sso.LoginView.as_view(), name="login"),
     path("logout/", sso.LogoutView.as_view(), name="logout"),

@@ -33,7 +33,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import common
+from bench import common, fixtures
 from bench.common import BenchEnv, Figure, median, percentile
 
 BENCHMARK = "checkpoint_cost"
@@ -50,7 +50,7 @@ class Lane:
     def __init__(self, agent: Any, messages: int) -> None:
         self.agent = agent
         self.size = messages
-        self.thread = common.create_thread(messages)
+        self.thread = fixtures.create_thread(messages)
         self.samples_ns: list[int] = []
         self.run: Any = None
         self._new_run()
@@ -63,8 +63,8 @@ class Lane:
             Run.objects.filter(pk=self.run.pk).update(
                 status=Run.Status.DONE, status_reason="natural", lease_owner="", due=False
             )
-        trigger = common.append_user_message(self.thread, "another question")
-        self.run, self.attempt = common.create_claimed_run(self.agent, self.thread, trigger)
+        trigger = fixtures.append_user_message(self.thread, "another question")
+        self.run, self.attempt = fixtures.create_claimed_run(self.agent, self.thread, trigger)
         self.record = record_from_row(self.run)
         self.count = self.run.thread.message_count
         self.steps_in_run = 0
@@ -224,17 +224,9 @@ def us(samples_ns: list[int]) -> list[float]:
     return [s / 1000 for s in samples_ns]
 
 
-def run(env: BenchEnv) -> list[Figure]:
-    common.print_header("2. Checkpoint cost per step: 10k-message thread vs 10-message thread")
-    agent = common.create_agent([], tools=["calculator"])
-    started = time.monotonic()
-    small, large = (Lane(agent, size) for size in SIZES)
-    print(
-        f"  threads of {SIZES[0]} and {SIZES[1]:,} messages built in "
-        f"{time.monotonic() - started:.1f}s; {CALLS} timed checkpoints per thread "
-        f"(+{WARMUP} warm-up), A/B interleaved, new run every {STEPS_PER_RUN} steps",
-        flush=True,
-    )
+def interleave(env: BenchEnv, small: Lane, large: Lane) -> tuple[RawFloor, BroadcastTimer]:
+    """The warm-up, then the timed checkpoints: the two lanes A/B interleaved, each step
+    followed by the raw SQL floor writing the same rows."""
     raw = RawFloor(env.database_url)
     try:
         with BroadcastTimer() as broadcasts:
@@ -246,6 +238,21 @@ def run(env: BenchEnv) -> list[Figure]:
                     arm.step(timed)
     finally:
         raw.close()
+    return raw, broadcasts
+
+
+def run(env: BenchEnv) -> list[Figure]:
+    common.print_header("2. Checkpoint cost per step: 10k-message thread vs 10-message thread")
+    agent = fixtures.create_agent([], tools=["calculator"])
+    started = time.monotonic()
+    small, large = (Lane(agent, size) for size in SIZES)
+    print(
+        f"  threads of {SIZES[0]} and {SIZES[1]:,} messages built in "
+        f"{time.monotonic() - started:.1f}s; {CALLS} timed checkpoints per thread "
+        f"(+{WARMUP} warm-up), A/B interleaved, new run every {STEPS_PER_RUN} steps",
+        flush=True,
+    )
+    raw, broadcasts = interleave(env, small, large)
     small_us, large_us, raw_us = us(small.samples_ns), us(large.samples_ns), us(raw.samples_ns)
     broadcast_us = us(broadcasts.samples_ns)
     for label, values in (

@@ -30,7 +30,7 @@ from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import common
+from bench import common, fixtures
 from bench.common import BenchEnv, BenchError, Figure, median, percentile
 
 BENCHMARK = "e2e_runs"
@@ -289,7 +289,7 @@ def run(env: BenchEnv) -> list[Figure]:
         f" {RUNS_PER_ROUND} runs vs {NOOPS_PER_ROUND} no-ops per round, {ROUNDS} rounds",
         flush=True,
     )
-    agent = common.create_agent(SCRIPT, tools=["calculator"])
+    agent = fixtures.create_agent(SCRIPT, tools=["calculator"])
     runs, noops = alternate_rounds(env, agent, concurrency)
     runs_rate = median([r.rate for r in runs])
     noop_rate = median([n.rate for n in noops])

@@ -33,7 +33,7 @@ from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import common
+from bench import common, fixtures
 from bench.common import BenchEnv, BenchError, Figure, median, percentile
 
 BENCHMARK = "event_latency"
@@ -228,10 +228,10 @@ def run(env: BenchEnv) -> list[Figure]:
     common.print_header("3. Event latency: commit -> websocket on daphne vs Redis pub/sub")
     daphne, port = start_daphne(env)
     ws_env = login_env(port)
-    agent = common.create_agent([], tools=[])
-    thread = common.create_thread(0)
-    trigger = common.append_user_message(thread, "stream me")
-    stream_run, _ = common.create_claimed_run(agent, thread, trigger)
+    agent = fixtures.create_agent([], tools=[])
+    thread = fixtures.create_thread(0)
+    trigger = fixtures.append_user_message(thread, "stream me")
+    stream_run, _ = fixtures.create_claimed_run(agent, thread, trigger)
     count = WARMUP + int(RATE * SECONDS)
     setup = Setup(env, daphne, port, ws_env, stream_run.pk, env.redis(), count)
     print(

@@ -37,6 +37,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -94,6 +95,23 @@ AWAKEN = "Awaken Ops"
 ZERO = "Awaken Ops, zero-delay model"
 
 
+def drive(
+    system: httpload.System, runs: int, concurrency: int, sampler: Sampler | None
+) -> tuple[Any, Any]:
+    """The client's load (`runs` plain runs, `concurrency` in flight), under the sampler
+    when there is one; returns what the client measured and what the sampler saw."""
+
+    def load() -> Any:
+        return httpload.drive(
+            system, "plain", runs, concurrency, operation_timeout=TIMEOUT, deadline=TIMEOUT + 60
+        )
+
+    if sampler is None:
+        return load(), None
+    with sampler as watch:
+        return load(), watch
+
+
 def measure(
     label: str,
     system: httpload.System,
@@ -107,19 +125,10 @@ def measure(
     since = database_now() if stack else None
     worker = stack.server.procs["worker"].pid if stack else None
     sampler = Sampler(os.environ["DATABASE_URL"], worker) if stack else None
-    deadline = TIMEOUT + 60
     cpu = time.process_time()
     names = ["daphne", "worker"] if stack else []
     server_cpu = {n: proctree.cpu_seconds([stack.server.procs[n].pid]) for n in names}  # type: ignore[union-attr]
-    if sampler is not None:
-        with sampler as watch:
-            measured = httpload.drive(
-                system, "plain", runs, concurrency, operation_timeout=TIMEOUT, deadline=deadline
-            )
-    else:
-        measured = httpload.drive(
-            system, "plain", runs, concurrency, operation_timeout=TIMEOUT, deadline=deadline
-        )
+    measured, watch = drive(system, runs, concurrency, sampler)
     client_cpu = time.process_time() - cpu
     server_cpu = {
         n: proctree.cpu_seconds([stack.server.procs[n].pid]) - used  # type: ignore[union-attr]

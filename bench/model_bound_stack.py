@@ -96,17 +96,9 @@ def start_awaken(
     if worker_pool:
         worker_env["DB_POOL_MAX_SIZE"] = str(worker_pool)
     web_env = {**shared, "DB_POOL_MAX_SIZE": str(web_pool)} if web_pool else shared
-    # The Procfile's `-b/-p` listen with Twisted's default backlog of 50: 1,000 clients
-    # connecting at once overflow it and get their connections reset. The bench gives
-    # daphne the backlog uvicorn (LangGraph's server) has by default, 2048.
-    listen = ["-b", common.HOST, "-p", str(port)]
-    if DAPHNE_BACKLOG:
-        listen = ["-e", f"tcp:port={port}:interface={common.HOST}:backlog={DAPHNE_BACKLOG}"]
-    command = [common.PYTHON, "-m", "daphne", "--verbosity", "0", *listen, ASGI_APP]
-    if WEB_PROCESSES > 1:  # the README's "Several daphne processes on one address"
-        command = [common.PYTHON, "manage.py", "serve", "--host", common.HOST, "--port"]
-        command += [str(port), "--processes", str(WEB_PROCESSES), "--no-worker"]
-    daphne = env.spawn("mb-daphne", command, env=web_env, ready=lambda p: common.port_open(port))
+    daphne = env.spawn(
+        "mb-daphne", daphne_command(port), env=web_env, ready=lambda p: common.port_open(port)
+    )
     quiet = ["--loglevel", "WARNING", "--without-gossip", "--without-mingle"]
     worker = env.spawn(
         "mb-worker",
@@ -125,6 +117,30 @@ def start_awaken(
         ready=lambda p: worker_banner(p.log()) is not None,
         timeout=60,
     )
+    notify, beat = start_notify_and_beat(env, celery, quiet, shared)
+    procs = {"daphne": daphne, "worker": worker, "notify": notify, "beat": beat}
+    server = Server(AWAKEN, procs, ["daphne", "worker"], ["daphne", "worker", "beat"])
+    concurrency, pool_kind = worker_banner(worker.log()) or (1, "?")
+    default = default_pool_size()
+    worker_processes = concurrency if pool_kind == "prefork" else 1
+    pools = {
+        "daphne": (WEB_PROCESSES, web_pool or default),
+        "worker": (worker_processes, worker_pool or default),
+        "notify": (1, default),
+        "beat": (1, default),
+    }
+    print(
+        f"  Awaken: daphne x{WEB_PROCESSES}, worker ({pool_kind} pool, concurrency {concurrency}, "
+        f"AWAKEN_RUNS_IN_FLIGHT={in_flight}), notify worker, beat",
+        flush=True,
+    )
+    return AwakenStack(server, port, pools)
+
+
+def start_notify_and_beat(
+    env: BenchEnv, celery: list[str], quiet: list[str], shared: dict[str, str]
+) -> tuple[Any, Any]:
+    """The notification worker and beat, as the Procfile runs them."""
     notify_args = ["notifications", "--hostname", "bench-mb-notify@%h", *quiet]
     notify = env.spawn(
         "mb-notify",
@@ -136,22 +152,23 @@ def start_awaken(
         [*celery, "beat", "--loglevel", "WARNING", "--schedule", str(env.log_dir / "mb-beat")],
         env=shared,
     )
-    procs = {"daphne": daphne, "worker": worker, "notify": notify, "beat": beat}
-    server = Server(AWAKEN, procs, ["daphne", "worker"], ["daphne", "worker", "beat"])
-    concurrency, pool_kind = worker_banner(worker.log()) or (1, "?")
-    default = default_pool_size()
-    pools = {
-        "daphne": (WEB_PROCESSES, web_pool or default),
-        "worker": (concurrency if pool_kind == "prefork" else 1, worker_pool or default),
-        "notify": (1, default),
-        "beat": (1, default),
-    }
-    print(
-        f"  Awaken: daphne x{WEB_PROCESSES}, worker ({pool_kind} pool, concurrency {concurrency}, "
-        f"AWAKEN_RUNS_IN_FLIGHT={in_flight}), notify worker, beat",
-        flush=True,
-    )
-    return AwakenStack(server, port, pools)
+    return notify, beat
+
+
+def daphne_command(port: int) -> list[str]:
+    """daphne as the Procfile runs it, with a longer listen backlog, or `manage.py serve`
+    when the bench asks for several web processes."""
+    # The Procfile's `-b/-p` listen with Twisted's default backlog of 50: 1,000 clients
+    # connecting at once overflow it and get their connections reset. The bench gives
+    # daphne the backlog uvicorn (LangGraph's server) has by default, 2048.
+    listen = ["-b", common.HOST, "-p", str(port)]
+    if DAPHNE_BACKLOG:
+        listen = ["-e", f"tcp:port={port}:interface={common.HOST}:backlog={DAPHNE_BACKLOG}"]
+    command = [common.PYTHON, "-m", "daphne", "--verbosity", "0", *listen, ASGI_APP]
+    if WEB_PROCESSES > 1:  # the README's "Several daphne processes on one address"
+        command = [common.PYTHON, "manage.py", "serve", "--host", common.HOST, "--port"]
+        command += [str(port), "--processes", str(WEB_PROCESSES), "--no-worker"]
+    return command
 
 
 def worker_banner(log: str) -> tuple[int, str] | None:

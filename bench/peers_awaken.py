@@ -115,7 +115,6 @@ def count_sql(token: str, runs: int) -> SqlFigures:
     from django.db import connection
     from rest_framework.test import APIClient
 
-    from runs.models import Run
     from runs.services import dispatch
     from runs.services.execution import run_advance
 
@@ -149,9 +148,7 @@ def count_sql(token: str, runs: int) -> SqlFigures:
         current[0] = "worker" if counted else "none"
         run_advance(run_id=run_id)
         current[0] = "none"
-        status = Run.objects.values_list("status_reason", "final_output").get(pk=run_id)
-        if tuple(status) != ("natural", "42"):
-            raise BenchError(f"in-process run {run_id} ended {status}")
+        check_answered(run_id)
 
     with (
         mock.patch.object(dispatch, "_enqueue", lambda run_id: None),
@@ -167,6 +164,19 @@ def count_sql(token: str, runs: int) -> SqlFigures:
                 counts["worker"].log.clear()
             one_run(True)
     if SQL_LOG:
-        for side in ("web", "worker"):
-            print(f"  SQL of the last run, {side}:\n" + "\n".join(counts[side].log), flush=True)
+        print_last_run_sql(counts)
     return SqlFigures(runs, counts["web"], counts["worker"])
+
+
+def check_answered(run_id: str) -> None:
+    """The in-process run ended naturally with the calculator's answer."""
+    from runs.models import Run
+
+    status = Run.objects.values_list("status_reason", "final_output").get(pk=run_id)
+    if tuple(status) != ("natural", "42"):
+        raise BenchError(f"in-process run {run_id} ended {status}")
+
+
+def print_last_run_sql(counts: dict[str, SqlCount]) -> None:
+    for side in ("web", "worker"):
+        print(f"  SQL of the last run, {side}:\n" + "\n".join(counts[side].log), flush=True)

@@ -20,6 +20,20 @@ POSTS = 30
 POST_RATIO_GOAL = 1.3
 
 
+def post_run(target: Target, body: str) -> float:
+    """One POST /api/v1/runs on the target's database; its time in ms."""
+    use_database(target.db)  # connected before the clock starts
+    started = time.perf_counter()
+    response = target.api.post("/api/v1/runs", body, content_type="application/json")
+    elapsed = (time.perf_counter() - started) * 1000
+    if response.status_code != 201:
+        raise BenchError(
+            f"POST /api/v1/runs on {target.db}: HTTP {response.status_code} "
+            f"{response.content[:300]!r}"
+        )
+    return elapsed
+
+
 def measure_posts(big: Target, empty: Target, posts: int) -> list[Row]:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
@@ -33,16 +47,7 @@ def measure_posts(big: Target, empty: Target, posts: int) -> list[Row]:
     )
 
     def post(target: Target) -> float:
-        use_database(target.db)  # connected before the clock starts
-        started = time.perf_counter()
-        response = target.api.post("/api/v1/runs", body, content_type="application/json")
-        elapsed = (time.perf_counter() - started) * 1000
-        if response.status_code != 201:
-            raise BenchError(
-                f"POST /api/v1/runs on {target.db}: HTTP {response.status_code} "
-                f"{response.content[:300]!r}"
-            )
-        return elapsed
+        return post_run(target, body)
 
     counts = {}
     for target in (big, empty):

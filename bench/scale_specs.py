@@ -114,7 +114,7 @@ def filter_values(target: Target, kind: str, *, api: bool) -> dict[str, str]:
 
 def api_run_params() -> dict[str, str]:
     """UI filter parameter -> the API's name for it, for those the API offers."""
-    from runs.api.serializers import RunListQuerySerializer
+    from runs.api.request_serializers import RunListQuerySerializer
 
     offered = set(RunListQuerySerializer().fields)
     names = {}

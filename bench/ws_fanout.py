@@ -25,7 +25,7 @@ private Redis, channels-redis).
 The clients are one asyncio process (bench/ws_clients.py, started as this module with
 `--clients`), like a crowd of browser tabs; it does not load Django. daphne runs with its
 access log off, as in the Procfile, under a small launcher that counts its SQL statements
-(see DAPHNE_LAUNCHER).
+(see DAPHNE_LAUNCHER in bench/ws_daphne.py).
 
 Run: .venv/bin/python -m bench.ws_fanout   (database awaken_bench_ws, dropped and recreated)
 Knobs: BENCH_WS_CLIENTS, BENCH_WS_RATE, BENCH_WS_SECONDS, BENCH_WS_DASHBOARDS,
@@ -37,24 +37,22 @@ which runs after the environment is set (see bench/common.py).
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import re
-import signal
 import statistics
 import sys
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import common, proctree
+from bench import common, fixtures
 from bench.common import BenchEnv, BenchError, Figure, percentile
 from bench.ws_clients import run_clients
+from bench.ws_daphne import Daphne, collect, login_cookie, paced, spawn_clients, start_daphne
 
 BENCHMARK = "ws_fanout"
 DATABASE_URL = f"postgres://postgres@{common.HOST}:5432/awaken_bench_ws"
@@ -71,121 +69,6 @@ FEW_DASHBOARDS = 10  # the first dashboard round, against which DASHBOARDS is co
 # a dashboard tab stops this long after its last message once it has every finish: the
 # last figures come at most FIGURES_EVERY_SECONDS (plus a render) after the last change
 FIGURES_MARGIN = 1.5
-
-# daphne as in production, plus a count of the SQL statements it runs, written to
-# BENCH_STATEMENTS_FILE on SIGUSR1. Application code is unchanged.
-DAPHNE_LAUNCHER = r"""
-import os, signal, sys
-import django
-django.setup()
-from django.db.backends.signals import connection_created
-statements = [0]
-def count(execute, sql, params, many, context):
-    statements[0] += 1
-    return execute(sql, params, many, context)
-def hook(sender, connection, **kwargs):
-    if count not in connection.execute_wrappers:
-        connection.execute_wrappers.append(count)
-connection_created.connect(hook)
-def report(signum, frame):
-    with open(os.environ["BENCH_STATEMENTS_FILE"] + ".tmp", "w") as out:
-        out.write(str(statements[0]))
-    os.replace(os.environ["BENCH_STATEMENTS_FILE"] + ".tmp", os.environ["BENCH_STATEMENTS_FILE"])
-signal.signal(signal.SIGUSR1, report)
-from daphne.cli import CommandLineInterface
-CommandLineInterface().run(sys.argv[1:])
-"""
-
-# --- the driver ------------------------------------------------------------------------------
-
-
-@dataclass
-class Daphne:
-    proc: Any
-    port: int
-    statements_file: Path
-
-    def statements(self) -> int:
-        """SQL statements daphne has run so far (asked for with SIGUSR1)."""
-        self.statements_file.unlink(missing_ok=True)
-        os.kill(self.proc.pid, signal.SIGUSR1)
-        common.wait_for(self.statements_file.exists, 10, "daphne's statement count")
-        return int(self.statements_file.read_text())
-
-    def cpu(self) -> float:
-        return proctree.cpu_seconds([self.proc.pid])
-
-
-def start_daphne(env: BenchEnv) -> Daphne:
-    port = common.free_port()
-    statements_file = env.log_dir / "daphne-statements"
-    proc = env.spawn(
-        "daphne",
-        [
-            common.PYTHON,
-            "-c",
-            DAPHNE_LAUNCHER,
-            "--verbosity",
-            "0",
-            "-b",
-            common.HOST,
-            "-p",
-            str(port),
-            "awaken_site.asgi:application",
-        ],
-        env={"BENCH_STATEMENTS_FILE": str(statements_file)},
-        ready=lambda p: common.port_open(port),
-        timeout=40,
-    )
-    return Daphne(proc, port, statements_file)
-
-
-def spawn_clients(env: BenchEnv, name: str, config: dict[str, Any]) -> tuple[Any, Path]:
-    config_path = env.log_dir / f"{name}.config.json"
-    out = env.log_dir / f"{name}.json"
-    config_path.write_text(json.dumps({**config, "out": str(out)}))
-    proc = env.spawn(
-        name,
-        [common.PYTHON, "-m", "bench.ws_fanout", "--clients", str(config_path)],
-        ready=lambda p: "READY" in p.log_tail(300),
-        timeout=120,
-    )
-    ok, failed = re.search(r"READY (\d+) (\d+)", proc.log()).groups()  # type: ignore[union-attr]
-    print(f"  {name}: {ok} clients connected, {failed} failed", flush=True)
-    return proc, out
-
-
-def collect(env: BenchEnv, proc: Any, out: Path, timeout: float) -> dict[str, Any]:
-    common.wait_for(lambda: not proc.alive(), timeout, f"{proc.name} to finish", 0.1)
-    env.stop(proc)
-    if not out.exists():
-        raise BenchError(f"{proc.name} wrote no results:\n{proc.log_tail()}")
-    result: dict[str, Any] = json.loads(out.read_text())
-    return result
-
-
-def login_cookie() -> str:
-    from django.contrib.auth.models import User
-    from django.test import Client
-
-    user = User.objects.create_superuser(f"bench-watcher-{uuid.uuid4().hex[:6]}", password=None)
-    browser = Client()
-    browser.force_login(user)
-    return f"sessionid={browser.cookies['sessionid'].value}"
-
-
-def paced(count: int, rate: float, emit: Any) -> int:
-    """emit(i) at `rate` per second; returns how many started over an interval late."""
-    interval, late = 1.0 / rate, 0
-    start = time.monotonic()
-    for index in range(count):
-        delay = start + index * interval - time.monotonic()
-        if delay > 0:
-            time.sleep(delay)
-        elif delay < -interval:
-            late += 1
-        emit(index)
-    return late
 
 
 def figure(
@@ -233,9 +116,9 @@ def run_stream(env: BenchEnv, daphne: Daphne, cookie: str) -> list[Figure]:
     from runs.models import Run
 
     common.print_header(f"ws_fanout 1: {CLIENTS} websockets on one run, {RATE:.0f} events/s")
-    agent = common.create_agent([], tools=[])
-    thread = common.create_thread(0)
-    run, _ = common.create_claimed_run(agent, thread, common.append_user_message(thread, "go"))
+    agent = fixtures.create_agent([], tools=[])
+    thread = fixtures.create_thread(0)
+    run, _ = fixtures.create_claimed_run(agent, thread, fixtures.append_user_message(thread, "go"))
     after = Run.objects.values_list("last_event_seq", flat=True).get(pk=run.pk)
     count = int(RATE * SECONDS)
     proc, out = spawn_clients(
@@ -367,7 +250,7 @@ def dashboards(env: BenchEnv, daphne: Daphne, cookie: str) -> list[Figure]:
         f"ws_fanout 2: {FEW_DASHBOARDS}, then {DASHBOARDS} dashboards while"
         f" {FINISH_RATE:.0f} runs/s finish"
     )
-    agent = common.create_agent([{"text": "never runs"}], tools=[])
+    agent = fixtures.create_agent([{"text": "never runs"}], tools=[])
     count = int(FINISH_RATE * FINISH_SECONDS)
     config = {
         "mode": "dashboard",
@@ -449,15 +332,14 @@ def dashboard_figures(
     ]
 
 
-def dashboard_round(
-    env: BenchEnv, daphne: Daphne, config: dict[str, Any], runs: list[Any], every: float
-) -> dict[str, Any]:
+def finish_paced(runs: list[Any]) -> tuple[dict[str, int], int]:
+    """Cancel the runs at FINISH_RATE, each in its own transaction; returns each run's
+    commit time (ns, stamped before the broadcast) and how many started late."""
     from django.db import transaction
 
     from runs.models import Run
     from runs.services.runs import run_cancel
 
-    proc, out = spawn_clients(env, f"dashboard-{config['clients']}", config)
     finished: dict[str, int] = {}
 
     def finish(index: int) -> None:
@@ -467,62 +349,82 @@ def dashboard_round(
             run_cancel(run=Run.objects.get(pk=runs[index].pk))
         finished[str(runs[index].pk)] = stamp[0]
 
-    statements_before, cpu_before = daphne.statements(), daphne.cpu()
-    started = time.monotonic()
     late = paced(len(runs), FINISH_RATE, finish)
-    result = collect(env, proc, out, FINISH_SECONDS + GRACE_SECONDS + 60)
-    statements = daphne.statements() - statements_before
-    cpu, wall = daphne.cpu() - cpu_before, time.monotonic() - started
-    tabs = result["tabs"]
+    return finished, late
+
+
+def dashboard_tally(tabs: list[dict[str, Any]], finished: dict[str, int], every: float) -> Any:
+    """What the tabs received against the finish commits: latencies, tabs that saw every
+    finish, and the figures messages against one per `every` seconds of activity plus one."""
     latencies = [
         (at - finished[run_id]) / 1e6
         for tab in tabs
         for run_id, at in tab["finished"]
         if run_id in finished
     ]
-    complete = sum(1 for tab in tabs if len(tab["finished"]) == len(runs))
-    p99 = percentile(latencies, 99)
     # renders at the first change, then every `every` seconds while changes come: the last
     # one at the first tick after the last change
     activity = (max(finished.values()) - min(finished.values())) / 1e9
     expected = math.ceil(activity / every) + 1
     counts = [len(tab["figures"]) for tab in tabs]
-    figures_ok = sum(1 for n in counts if abs(n - expected) <= 1)
-    shown_last = sum(
-        1 for tab in tabs if tab["figures"] and tab["figures"][-1][0] > tab["last_run"]
+    return SimpleNamespace(
+        latencies=latencies,
+        complete=sum(1 for tab in tabs if len(tab["finished"]) == len(finished)),
+        p99=percentile(latencies, 99),
+        activity=activity,
+        expected=expected,
+        counts=counts,
+        figures_ok=sum(1 for n in counts if abs(n - expected) <= 1),
+        shown_last=sum(
+            1 for tab in tabs if tab["figures"] and tab["figures"][-1][0] > tab["last_run"]
+        ),
+        lags=[(tab["figures"][-1][0] - tab["last_run"]) / 1e9 for tab in tabs if tab["figures"]],
+        sizes=[size for tab in tabs for _, size in tab["figures"]],
+        renders=max(counts, default=0),  # each render reaches every tab of the process
+        messages=sum(tab["frames"] for tab in tabs),
     )
-    lags = [(tab["figures"][-1][0] - tab["last_run"]) / 1e9 for tab in tabs if tab["figures"]]
-    sizes = [size for tab in tabs for _, size in tab["figures"]]
-    renders = max(counts, default=0)  # each render reaches every tab of the process
-    messages = sum(tab["frames"] for tab in tabs)
+
+
+def dashboard_round(
+    env: BenchEnv, daphne: Daphne, config: dict[str, Any], runs: list[Any], every: float
+) -> dict[str, Any]:
+    proc, out = spawn_clients(env, f"dashboard-{config['clients']}", config)
+    statements_before, cpu_before = daphne.statements(), daphne.cpu()
+    started = time.monotonic()
+    finished, late = finish_paced(runs)
+    result = collect(env, proc, out, FINISH_SECONDS + GRACE_SECONDS + 60)
+    statements = daphne.statements() - statements_before
+    cpu, wall = daphne.cpu() - cpu_before, time.monotonic() - started
+    tabs = result["tabs"]
+    t = dashboard_tally(tabs, finished, every)
     print(
         f"    connected {len(tabs)}/{config['clients']}; {len(runs)} runs finished over"
-        f" {activity:.1f} s ({late} behind schedule); tabs that saw every finish: {complete}"
-        f" (errors: {result['errors'][:3]})\n"
-        f"    finish commit -> dashboard p50 {percentile(latencies, 50):.1f} ms,"
-        f" p99 {p99:.1f} ms over {len(latencies)} deliveries\n"
-        f"    figures messages per tab: {min(counts, default=0)}-{max(counts, default=0)}"
-        f" (expected {expected}: one per {every:g} s of activity plus one), {sum(counts)} in"
-        f" all for {messages} run messages; each ~{statistics.fmean(sizes or [0]):.0f}"
+        f" {t.activity:.1f} s ({late} behind schedule); tabs that saw every finish:"
+        f" {t.complete} (errors: {result['errors'][:3]})\n"
+        f"    finish commit -> dashboard p50 {percentile(t.latencies, 50):.1f} ms,"
+        f" p99 {t.p99:.1f} ms over {len(t.latencies)} deliveries\n"
+        f"    figures messages per tab: {min(t.counts, default=0)}-{max(t.counts, default=0)}"
+        f" (expected {t.expected}: one per {every:g} s of activity plus one), {sum(t.counts)}"
+        f" in all for {t.messages} run messages; each ~{statistics.fmean(t.sizes or [0]):.0f}"
         f" characters of HTML; the last one after the tab's last finish in"
-        f" {shown_last}/{len(tabs)} tabs, {min(lags, default=float('nan')):.2f}-"
-        f"{max(lags, default=float('nan')):.2f} s after it\n"
-        f"    daphne ran {statements} SQL statements ({statements / max(renders, 1):.1f} per"
+        f" {t.shown_last}/{len(tabs)} tabs, {min(t.lags, default=float('nan')):.2f}-"
+        f"{max(t.lags, default=float('nan')):.2f} s after it\n"
+        f"    daphne ran {statements} SQL statements ({statements / max(t.renders, 1):.1f} per"
         f" render); daphne CPU {cpu:.2f} s over {wall:.1f} s ({100 * cpu / wall:.0f}% of a"
         f" core); the clients' process {100 * result['cpu_share']:.0f}% of a core;"
         f" load {common.fmt_load(os.getloadavg())}",
         flush=True,
     )
     return {
-        "p99": p99,
-        "complete": complete,
+        "p99": t.p99,
+        "complete": t.complete,
         "statements": statements,
-        "renders": renders,
-        "per_render": statements / max(renders, 1),
-        "expected": expected,
-        "figures_per_tab": statistics.fmean(counts or [0]),
-        "figures_ok": figures_ok,
-        "shown_last": shown_last,
+        "renders": t.renders,
+        "per_render": statements / max(t.renders, 1),
+        "expected": t.expected,
+        "figures_per_tab": statistics.fmean(t.counts or [0]),
+        "figures_ok": t.figures_ok,
+        "shown_last": t.shown_last,
     }
 
 

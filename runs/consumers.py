@@ -23,14 +23,14 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from channels.layers import get_channel_layer
-from django.template.loader import render_to_string
+from django.conf import settings
+from django.utils.module_loading import import_string
 
 from common.access import visible_teams
 from runs import fanout, metrics
 from runs import permissions as perms
 from runs.models import Run, RunEvent
 from runs.realtime import DASHBOARD_GROUP, render_event_row, run_group
-from runs.selectors import dashboard_cached
 
 logger = logging.getLogger(__name__)
 
@@ -215,7 +215,9 @@ FIGURES_EVERY_SECONDS = 2.5
 
 @database_sync_to_async
 def _render_figures() -> str:
-    return render_to_string("runs/partials/dashboard_stats.html", {"dash": dashboard_cached()})
+    """The dashboard's figures panel, rendered by the app that owns the dashboard (setting
+    AWAKEN_DASHBOARD_FIGURES: runs.operations), so the core does not import it."""
+    return str(import_string(settings.AWAKEN_DASHBOARD_FIGURES)())
 
 
 class DashboardFigures(fanout.Follower):

@@ -1,34 +1,36 @@
-"""The embedded default: a Celery worker on the in-memory broker, a sweep thread, the
-schedules' one-second tick and the notification senders, all inside the current process
+"""The embedded default: a Celery worker on the in-memory broker and the periodic work
+that `celery beat` sends in the distributed mode, all inside the current process
 (`manage.py serve`, `run_agent`, `decide`).
 
-Notifications are sent by threads of their own (NOTIFY_SENDERS), never by the worker's
-run threads: a receiver that hangs holds one sender, not a run's slot. They drain when an
-event queues something (`kick_drain` rings their doorbell here instead of the
-`notifications` queue, which no embedded worker consumes) and every NOTIFY_TICK_SECONDS
-for the retries."""
+Beside the worker run the parts the setting `AWAKEN_EMBEDDED_PARTS` declares (dotted
+paths, each an `EmbeddedPart`): the core's sweep thread here, the schedules' one-second
+tick and the notification senders in runs.operations.embedded. A part, given the
+worker's stop event, is a context manager: entering starts its threads, leaving (once
+the stop event is set) wakes them and waits for them. The core calls the parts by their
+paths and imports none of the apps above it."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 
 from celery import current_app
 from celery.worker import WorkController
 from django.conf import settings
 from django.db import connection
 
-from runs.operations.services.notifications import doorbell, notifications_drain
-from runs.operations.services.schedules import TICK_SECONDS, schedules_fire_due
+from runs.services.declared import declared
 from runs.services.execution import runs_sweep
 
 logger = logging.getLogger(__name__)
 _lock = threading.Lock()
 _running: EmbeddedWorker | None = None
-NOTIFY_TICK_SECONDS = 2.0  # as `celery beat` sends it in the distributed mode
-NOTIFY_SENDERS = 2  # threads sending notifications, each to another destination
+JOIN_SECONDS = 10.0  # how long stopping waits for each thread of a part
+
+EmbeddedPart = Callable[[threading.Event], AbstractContextManager[None]]
 
 
 def _every(seconds: float, work: Callable[[], object], what: str, stop: threading.Event) -> None:
@@ -44,26 +46,24 @@ def _every(seconds: float, work: Callable[[], object], what: str, stop: threadin
         connection.close()
 
 
-def _send_notifications(bell: threading.Event, stop: threading.Event) -> None:
-    """Drain the notifications when the doorbell rings, and every tick."""
-    try:
-        while not stop.is_set():
-            bell.wait(NOTIFY_TICK_SECONDS)
-            if stop.is_set():
-                break
-            bell.clear()
-            try:
-                notifications_drain()
-            except Exception:
-                logger.warning("sending notifications failed", exc_info=True)
-    finally:
-        connection.close()
-
-
-def _ticker(name: str, seconds: float, work: Callable[[], object], stop: threading.Event) -> Any:
-    return threading.Thread(
+@contextlib.contextmanager
+def ticking(
+    name: str, seconds: float, work: Callable[[], object], stop: threading.Event
+) -> Iterator[None]:
+    """A part that calls `work` every `seconds` in a thread of its own until `stop`."""
+    thread = threading.Thread(
         target=_every, args=(seconds, work, name, stop), daemon=True, name=f"embedded-{name}"
     )
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join(JOIN_SECONDS)
+
+
+def sweep_ticks(stop: threading.Event) -> AbstractContextManager[None]:
+    """The sweep (runs_sweep) every AWAKEN_SWEEP_SECONDS (`celery beat`'s runs.sweep)."""
+    return ticking("sweep", settings.AWAKEN_SWEEP_SECONDS, runs_sweep, stop)
 
 
 class EmbeddedWorker:
@@ -72,7 +72,7 @@ class EmbeddedWorker:
         app = current_app._get_current_object()
         app.finalize()
         self._stop = threading.Event()
-        self._bell = threading.Event()
+        self._parts = contextlib.ExitStack()
         self.worker = WorkController(
             app=app,
             pool="threads",
@@ -83,40 +83,31 @@ class EmbeddedWorker:
             loglevel="WARNING",
             hostname=f"embedded@{threading.get_ident()}",
         )
-        self._threads = [
-            threading.Thread(target=self.worker.start, daemon=True, name="embedded-celery"),
-            _ticker("sweep", settings.AWAKEN_SWEEP_SECONDS, runs_sweep, self._stop),
-            # the schedules' tick (what `celery beat` sends in the distributed mode)
-            _ticker("schedules", TICK_SECONDS, schedules_fire_due, self._stop),
-            *(
-                threading.Thread(
-                    target=_send_notifications,
-                    args=(self._bell, self._stop),
-                    daemon=True,
-                    name=f"embedded-notifications-{n}",
-                )
-                for n in range(NOTIFY_SENDERS)
-            ),
-        ]
+        self._thread = threading.Thread(
+            target=self.worker.start, daemon=True, name="embedded-celery"
+        )
 
     def start(self) -> None:
-        doorbell.local = self._bell
-        for thread in self._threads:
-            thread.start()
+        part: EmbeddedPart
+        try:
+            for part in declared("AWAKEN_EMBEDDED_PARTS"):
+                self._parts.enter_context(part(self._stop))
+        except BaseException:  # the parts already started stop again
+            self._stop.set()
+            self._parts.close()
+            raise
+        self._thread.start()
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop(self, timeout: float = JOIN_SECONDS) -> None:
         self._stop.set()
-        self._bell.set()
-        if doorbell.local is self._bell:
-            doorbell.local = None
         self.worker.stop()
-        for thread in self._threads:
-            thread.join(timeout)
+        self._thread.join(timeout)
+        self._parts.close()  # the parts, the last one first
 
 
 def start_embedded_worker(concurrency: int | None = None) -> EmbeddedWorker:
-    """Start the in-process worker and sweep (once per process): the same executor as a
-    distributed worker, AWAKEN_RUNS_IN_FLIGHT runs at once unless told otherwise."""
+    """Start the in-process worker and its parts (once per process): the same executor
+    as a distributed worker, AWAKEN_RUNS_IN_FLIGHT runs at once unless told otherwise."""
     global _running
     with _lock:
         if _running is None:

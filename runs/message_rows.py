@@ -1,4 +1,5 @@
-"""Thread messages between their rows and the runtime's `Message`."""
+"""Thread messages between their rows and the runtime's `Message`; the text of a row's
+content and the part of its thread's log a run read and wrote."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Any
 from uuid import UUID
 
 from common.jsonsafe import without_nul
-from runs.models import Message
+from runs.models import Message, Run
 from runs.runtime import types as rt
 
 
@@ -39,3 +40,27 @@ def message_to_row(thread_id: Any, seq: int, message: rt.Message) -> Message:
         produced_by_run_id=message.run_id,
         step_index=message.step_index,
     )
+
+
+def message_text(content: Any) -> str:
+    """The text blocks of a message's content (a list of {type, text} blocks)."""
+    if not isinstance(content, list):
+        return ""
+    return "".join(
+        str(block.get("text", ""))
+        for block in content
+        if isinstance(block, dict) and block.get("type") == "text"
+    )
+
+
+def message_range(run: Run) -> tuple[int, int] | None:
+    """The part of its thread's log a run read and wrote: from the first message of its
+    input range to the last of its output range (None when it recorded neither)."""
+    ranges = [
+        part["range"]
+        for part in (run.input, run.output)
+        if isinstance(part, dict) and isinstance(part.get("range"), dict)
+    ]
+    if not ranges:
+        return None
+    return min(int(r["from_seq"]) for r in ranges), max(int(r["to_seq"]) for r in ranges)

@@ -36,7 +36,6 @@ from django.core.cache import cache
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.db.models import Count
-from django.utils import timezone
 from prometheus_client import (
     CollectorRegistry,
     Counter,
@@ -51,7 +50,7 @@ from prometheus_client.registry import Collector
 
 from agents.models import Agent
 from runs.models import Run, Ticket
-from runs.operations.models.notifications import NotificationCircuit, NotificationDelivery
+from runs.services.declared import declared
 from runs.services.stats import outcome as run_outcome
 
 logger = logging.getLogger(__name__)
@@ -330,12 +329,14 @@ def websocket_closed(kind: str) -> None:
 
 
 class DatabaseCollector(Collector):
-    """Open tickets by agent and tool, due runs no worker has claimed, notifications
-    being retried, notification destinations paused by their circuit breaker: four
-    queries, each reading a partial index whose size is the number of open things
-    (pending tickets, due runs, pending deliveries) or a table of one row per destination,
-    not of all rows, and at most once per `ttl` seconds per process however many
-    scrapers ask."""
+    """The gauges the setting `AWAKEN_METRICS_DATABASE_GAUGES` declares (each a function
+    returning its metric families; operations' are in runs.operations.metrics): open
+    tickets by agent and tool, due runs no worker has claimed, notifications being
+    retried, notification destinations paused by their circuit breaker: four queries,
+    each reading a partial index whose size is the number of open things (pending
+    tickets, due runs, pending deliveries) or a table of one row per destination, not of
+    all rows, and at most once per `ttl` seconds per process however many scrapers
+    ask."""
 
     KEY = "metrics:database-gauges"
 
@@ -355,48 +356,40 @@ class DatabaseCollector(Collector):
         cache.delete(self.KEY)
 
     def _read(self) -> list[Metric]:
-        tickets = GaugeMetricFamily(
-            "awaken_tickets_open",
-            "Tickets waiting for a decision, by agent and tool.",
-            labels=["agent", "tool"],
-        )
-        pending = (
-            Ticket.objects.filter(status=Ticket.Status.PENDING)
-            .order_by()
-            .values_list("agent__slug", "tool_name")
-            .annotate(open=Count("pk"))
-        )
-        merged: dict[tuple[str, str], int] = {}
-        for slug, tool, count in pending:
-            key = (slug or "", _tool_label(tool))
-            merged[key] = merged.get(key, 0) + count
-        for (slug, tool), count in sorted(merged.items()):
-            tickets.add_metric([slug, tool], count)
-        due = Run.objects.filter(due=True, lease_expires_at__isnull=True).exclude(
-            status=Run.Status.DONE
-        )
-        retrying = NotificationDelivery.objects.filter(
-            status__in=[NotificationDelivery.Status.PENDING, NotificationDelivery.Status.SENDING],
-            attempts__gt=0,
-        )
-        return [
-            tickets,
-            GaugeMetricFamily(
-                "awaken_runs_due_unclaimed",
-                "Runs due to be executed that no worker has claimed yet.",
-                value=due.count(),
-            ),
-            GaugeMetricFamily(
-                "awaken_notifications_retrying",
-                "Notification deliveries whose last attempt failed and that will be retried.",
-                value=retrying.count(),
-            ),
-            GaugeMetricFamily(
-                "awaken_notification_circuits_open",
-                "Notification destinations paused by their circuit breaker.",
-                value=NotificationCircuit.objects.filter(open_until__gt=timezone.now()).count(),
-            ),
-        ]
+        declared_gauges = declared("AWAKEN_METRICS_DATABASE_GAUGES")
+        return [metric for gauges in declared_gauges for metric in gauges()]
+
+
+def run_gauges() -> list[Metric]:
+    """The core's database gauges: open tickets by agent and tool, due runs unclaimed."""
+    tickets = GaugeMetricFamily(
+        "awaken_tickets_open",
+        "Tickets waiting for a decision, by agent and tool.",
+        labels=["agent", "tool"],
+    )
+    pending = (
+        Ticket.objects.filter(status=Ticket.Status.PENDING)
+        .order_by()
+        .values_list("agent__slug", "tool_name")
+        .annotate(open=Count("pk"))
+    )
+    merged: dict[tuple[str, str], int] = {}
+    for slug, tool, count in pending:
+        key = (slug or "", _tool_label(tool))
+        merged[key] = merged.get(key, 0) + count
+    for (slug, tool), count in sorted(merged.items()):
+        tickets.add_metric([slug, tool], count)
+    due = Run.objects.filter(due=True, lease_expires_at__isnull=True).exclude(
+        status=Run.Status.DONE
+    )
+    return [
+        tickets,
+        GaugeMetricFamily(
+            "awaken_runs_due_unclaimed",
+            "Runs due to be executed that no worker has claimed yet.",
+            value=due.count(),
+        ),
+    ]
 
 
 database_gauges = DatabaseCollector(lambda: float(settings.AWAKEN_METRICS_CACHE_SECONDS))

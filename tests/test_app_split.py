@@ -1,7 +1,8 @@
-"""The apps inside runs (docs/architecture.md): their code moved, their tables did not.
-Every model they hold keeps the `runs` app label and its table, so no migration,
-permission, content type or admin URL changed when the code moved; the pages keep their
-paths and names in the one `runs` namespace."""
+"""The apps inside runs (docs/architecture.md): their code moved, and the models that
+belong to an app carry its label (replays, operations, accounts) while keeping their
+tables (runs_<model>); their content types moved with them, so permissions and the admin
+log still point at them, and old admin URLs under /admin/runs/ redirect. The pages keep
+their paths and names in the one `runs` namespace."""
 
 from __future__ import annotations
 
@@ -31,24 +32,53 @@ def test_each_domain_app_is_installed_under_runs():
         assert apps.get_app_config(app).name == f"runs.{app}"
 
 
-def test_the_models_that_moved_keep_the_runs_label_and_their_tables():
+OWNERS = {
+    "ReplaySet": "replays",
+    "ReplayItem": "replays",
+    "FailureGroup": "operations",
+    "FailureGroupRun": "operations",
+    "NotificationChannel": "operations",
+    "NotificationCircuit": "operations",
+    "NotificationDelivery": "operations",
+    "NotificationRule": "operations",
+    "NotificationSubscription": "operations",
+    "SavedView": "accounts",
+}
+
+
+def test_the_models_of_an_app_carry_its_label_and_keep_their_tables():
     moved = domain_models()
-    assert {m.__name__ for m in moved} >= {"ReplaySet", "NotificationChannel", "SavedView"}
+    assert {m.__name__: m._meta.app_label for m in moved} == OWNERS
     for model in moved:
-        assert model._meta.app_label == "runs", model
         assert model._meta.db_table == f"runs_{model._meta.model_name}", model
+        assert model.__module__.startswith(f"runs.{model._meta.app_label}.models."), model
+
+
+def test_the_core_keeps_what_its_own_code_holds():
+    for name in ("Schedule", "OperatorPreference", "Run", "Ticket"):
+        model = apps.get_model("runs", name)
+        assert model.__module__.startswith("runs.models."), model
 
 
 @pytest.mark.django_db
-def test_their_content_types_and_admin_urls_are_the_runs_ones(admin_client):
+def test_their_content_types_and_admin_urls_are_their_apps(admin_client):
     for model in domain_models():
-        name = model._meta.model_name
-        assert ContentType.objects.get_for_model(model).app_label == "runs"
+        name, label = model._meta.model_name, model._meta.app_label
+        assert ContentType.objects.get_for_model(model).app_label == label
+        assert not ContentType.objects.filter(app_label="runs", model=name).exists()
         if not admin.site.is_registered(model):
             continue
-        url = reverse(f"admin:runs_{name}_changelist")
-        assert url == f"/admin/runs/{name}/"
+        url = reverse(f"admin:{label}_{name}_changelist")
+        assert url == f"/admin/{label}/{name}/"
         assert admin_client.get(url).status_code == 200, url
+        old = admin_client.get(f"/admin/runs/{name}/1/change/?page=2")
+        assert old.status_code == 301, name
+        assert old["Location"] == f"/admin/{label}/{name}/1/change/?page=2"
+
+
+@pytest.mark.django_db
+def test_old_admin_urls_of_models_the_core_keeps_do_not_redirect(admin_client):
+    assert admin_client.get("/admin/runs/schedule/").status_code == 200
 
 
 def test_page_names_of_every_app_resolve_in_the_runs_namespace():

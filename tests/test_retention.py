@@ -22,12 +22,12 @@ from agents.models import Note
 from common.audit import Actor
 from common.models import AuditEntry
 from runs.models import Decision, Message, Run, RunEvent, Thread, Ticket, ToolCall
-from runs.operations.services import retention
+from runs.operations.services import retention, retention_links
 from runs.operations.services.retention import RetentionError, prune_runs
+from runs.operations.tasks import prune_old_runs
 from runs.services import stats
 from runs.services.submission_flow import run_start
 from runs.services.tickets import decision_submit
-from runs.tasks import prune_old_runs
 from tests.factories import APPROVAL, call, scripted_agent
 from tests.runs.helpers import drive
 
@@ -388,8 +388,9 @@ def test_a_failure_is_audited_and_raised(monkeypatch):
 
 def test_an_unknown_link_into_the_deleted_tables_stops_retention(monkeypatch):
     done_run()
-    monkeypatch.setattr(retention, "_HANDLED", retention._HANDLED - {("runs.RunEvent", "run")})
-    with pytest.raises(retention.RetentionUnsafe, match=r"runs\.RunEvent\.run"):
+    handled = retention_links.HANDLED - {("runs.RunEvent", "run")}
+    monkeypatch.setattr(retention_links, "HANDLED", handled)
+    with pytest.raises(retention_links.RetentionUnsafe, match=r"runs\.RunEvent\.run"):
         prune()
     assert Run.objects.count() == 1
 

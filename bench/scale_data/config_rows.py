@@ -23,19 +23,28 @@ def ensure_config() -> dict[str, Any]:
     """Users, providers, models, the remote endpoint and the agents with their versions,
     made through the ORM and `agent_publish` in a fixed order (same ids in every fresh
     database). Idempotent. Returns ids the SQL load needs."""
+    ensure_users()
+    endpoint = ensure_models_and_endpoint()
+    ensure_agents(endpoint)
+    return config_ids()
+
+
+def ensure_users() -> None:
     from django.contrib.auth import get_user_model
 
-    from agents.models import Agent, Model, ModelProvider, RemoteEndpoint
-    from agents.services.agents import agent_publish
-    from common.audit import Actor
-
-    actor = Actor(label="bench", source="cli")
     users = get_user_model()
     if not users.objects.filter(username=ADMIN).exists():
         users.objects.create_superuser(ADMIN, "admin@bench.invalid", "bench-password")
     for name in OPERATORS:
         if not users.objects.filter(username=name).exists():
             users.objects.create_user(name, f"{name}@bench.invalid", "bench-password")
+
+
+def ensure_models_and_endpoint() -> Any:
+    """The scripted and OpenAI-compatible providers, their three models and the remote
+    endpoint; returns the endpoint."""
+    from agents.models import Model, ModelProvider, RemoteEndpoint
+
     scripted, _ = ModelProvider.objects.get_or_create(
         slug=PROVIDER_SCRIPTED,
         defaults={"name": "Scripted (offline)", "kind": ModelProvider.Kind.SCRIPTED},
@@ -68,6 +77,17 @@ def ensure_config() -> dict[str, Any]:
         slug=ENDPOINT,
         defaults={"name": "Partner agent (A2A)", "base_url": "https://partner.example.com/a2a"},
     )
+    return endpoint
+
+
+def ensure_agents(endpoint: Any) -> None:
+    """The ten agents (on a model, or on the remote endpoint), each published once or
+    twice."""
+    from agents.models import Agent, Model
+    from agents.services.agents import agent_publish
+    from common.audit import Actor
+
+    actor = Actor(label="bench", source="cli")
     permission = {
         "default_behavior": "allow",
         "rules": [
@@ -94,7 +114,6 @@ def ensure_config() -> dict[str, Any]:
             agent.system_prompt += " Keep answers short."
             agent.save(update_fields=["system_prompt"])
             agent_publish(agent=agent, actor=actor, note="shorter answers")
-    return config_ids()
 
 
 def config_ids() -> dict[str, Any]:

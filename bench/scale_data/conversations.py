@@ -164,32 +164,14 @@ def insert_messages(ctx: LoadContext) -> None:
     )
 
 
-def insert_events(ctx: LoadContext) -> None:
-    """Gap-free seqs 1..n_events per run: run_start, a step's events, run_finish."""
-    from runs.models import RunEvent
-
+def event_payload() -> str:
+    """The SQL of an event's payload by its type (`e.event_type`), for run `p` on thread
+    `th` of agent `a`: the run's identity on run_start and run_finish, a fixed tool step's
+    data on the others."""
     identity = (
         "jsonb_build_object('thread_id', th.id::text, 'run_id', p.id::text, 'identity',"
         " jsonb_build_object('thread_id', th.id::text, 'run_id', p.id::text, 'agent_id', a.slug,"
         " 'origin', 'user'))"
-    )
-    cycle = sql_array(
-        [
-            "step_start",
-            "text_delta",
-            "tool_call_start",
-            "tool_call_ready",
-            "inference_complete",
-            "tool_call_done",
-            "step_end",
-            "state_snapshot",
-        ]
-    )
-    event_type = (
-        "CASE WHEN s.seq = 1 THEN 'run_start'"
-        " WHEN s.seq = p.n_events AND p.status IN ('done', 'waiting') THEN 'run_finish'"
-        " WHEN p.status = 'waiting' THEN (ARRAY['tool_call_ready', 'tool_call_done'])[s.seq - 1]"
-        f" ELSE ({cycle})[1 + mod(s.seq - 2, 8)] END"
     )
     payload = (
         "CASE e.event_type"
@@ -211,6 +193,31 @@ def insert_events(ctx: LoadContext) -> None:
         " jsonb_build_object('tool_name', 'write_note', 'status', 'success', 'data', 'saved'))"
         " ELSE '{}'::jsonb END"
     )
+    return payload
+
+
+def insert_events(ctx: LoadContext) -> None:
+    """Gap-free seqs 1..n_events per run: run_start, a step's events, run_finish."""
+    from runs.models import RunEvent
+
+    cycle = sql_array(
+        [
+            "step_start",
+            "text_delta",
+            "tool_call_start",
+            "tool_call_ready",
+            "inference_complete",
+            "tool_call_done",
+            "step_end",
+            "state_snapshot",
+        ]
+    )
+    event_type = (
+        "CASE WHEN s.seq = 1 THEN 'run_start'"
+        " WHEN s.seq = p.n_events AND p.status IN ('done', 'waiting') THEN 'run_finish'"
+        " WHEN p.status = 'waiting' THEN (ARRAY['tool_call_ready', 'tool_call_done'])[s.seq - 1]"
+        f" ELSE ({cycle})[1 + mod(s.seq - 2, 8)] END"
+    )
     ctx.insert(
         "run events",
         RunEvent,
@@ -218,7 +225,7 @@ def insert_events(ctx: LoadContext) -> None:
             "run_id": "p.id",
             "seq": "s.seq",
             "event_type": "e.event_type",
-            "payload": f"jsonb_build_object('event_type', e.event_type) || {payload}",
+            "payload": f"jsonb_build_object('event_type', e.event_type) || {event_payload()}",
             "created_at": "p.created_at + s.seq * interval '50 milliseconds'",
         },
         f"""FROM bench_runs p JOIN bench_threads th ON th.t = p.t

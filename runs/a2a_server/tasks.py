@@ -37,10 +37,9 @@ from django.db.models import Q, QuerySet
 from google.protobuf.json_format import ParseDict
 
 from agents.models import Agent
-from runs.decisions.selectors.inbox import message_text
+from runs.message_rows import message_range, message_text
 from runs.models import Message as MessageRow
 from runs.models import Run, Ticket
-from runs.operations.services.exports import message_range
 from runs.runtime import types as rt
 from runs.services.stats import outcome
 

@@ -1,5 +1,5 @@
-"""The API's shapes of ticket claims and assignment (runs/decisions/services/claims.py): the
-ticket's live claim as fields of TicketSerializer, and the claim and assign bodies."""
+"""A ticket's live claim (runs/selectors/claims.py) as fields of TicketSerializer. The
+claim and assign bodies are runs/decisions/api/claim_serializers.py."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from runs.decisions.services.claims import CLAIM_MINUTES, MAX_CLAIM_MINUTES, live_claim
 from runs.models import Ticket
+from runs.selectors.claims import live_claim
 
 
 class _LiveClaimField(serializers.Field):
@@ -37,21 +37,3 @@ class ClaimantField(_LiveClaimField):
 class ClaimedUntilField(_LiveClaimField):
     def part(self, claim: Any) -> Any:
         return serializers.DateTimeField().to_representation(claim.until)
-
-
-class ClaimRequestSerializer(serializers.Serializer):
-    minutes = serializers.IntegerField(
-        min_value=1,
-        max_value=MAX_CLAIM_MINUTES,
-        default=CLAIM_MINUTES,
-        help_text="How long the claim lasts unless renewed (claim again to renew).",
-    )
-
-
-class AssignRequestSerializer(serializers.Serializer):
-    user = serializers.CharField(
-        allow_null=True,
-        allow_blank=True,
-        max_length=150,
-        help_text="Username of an active user who may decide tickets; null: nobody.",
-    )

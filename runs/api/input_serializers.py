@@ -8,13 +8,13 @@ from typing import Any
 from rest_framework import serializers
 
 from runs.api.fields import PriorityField, input_mode_field, input_priority_field
+from runs.api.request_serializers import MessageInSerializer
 from runs.api.serializers import (
     INPUT_MODE_HELP,
     INPUT_MODES,
     INPUT_PRIORITY_HELP,
     INPUT_STATUSES,
     BlankAsNullCharField,
-    MessageInSerializer,
     RunRecordSerializer,
 )
 from runs.services.submission import PRIORITY_RANGE

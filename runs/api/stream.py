@@ -45,7 +45,7 @@ from common.api.errors import error_responses
 from common.errors import InvalidInput, NotFound
 from runs import fanout
 from runs import permissions as perms
-from runs.api.serializers import StreamQuerySerializer
+from runs.api.request_serializers import StreamQuerySerializer
 from runs.models import Run, RunEvent
 from runs.realtime import run_group
 from runs.runtime.events import ends_run_stream

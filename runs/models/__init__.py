@@ -1,6 +1,8 @@
-"""The runs app's models: threads, runs and their logs (core), tickets and decisions
-(tickets), run control (control), saved views (teamwork), notifications, replays and the
-dashboard's counters (stats)."""
+"""The run core's models: threads, runs and their logs (core), tickets and decisions
+(tickets), run control: background work, pending input, schedules (control), the
+operator's preferences (preferences) and the dashboard's counters (stats). The domain
+apps' models are theirs: saved views in runs.accounts, notifications and failure groups
+in runs.operations, replay sets in runs.replays (runs/<app>/models/)."""
 
 from runs.fields import RowJSONField, uuid7_default  # migrations name them here
 from runs.models.control import BackgroundTask, PendingInput, Schedule

@@ -130,14 +130,14 @@ class NotificationChannelAdmin(TeamAdmin):
     def _secret_page(self, request: HttpRequest, obj: NotificationChannel) -> HttpResponse:
         response = render(
             request,
-            "admin/runs/notificationchannel/secret_shown.html",
+            "admin/operations/notificationchannel/secret_shown.html",
             {
                 **self.admin_site.each_context(request),
                 "opts": self.opts,
                 "channel": obj,
                 "secret": getattr(request, GENERATED_SECRET),
-                "change_url": reverse("admin:runs_notificationchannel_change", args=[obj.pk]),
-                "list_url": reverse("admin:runs_notificationchannel_changelist"),
+                "change_url": reverse("admin:operations_notificationchannel_change", args=[obj.pk]),
+                "list_url": reverse("admin:operations_notificationchannel_changelist"),
                 "title": f"Signing secret of {obj.name}",
             },
         )
@@ -221,10 +221,10 @@ class NotificationDeliveryAdmin(admin.ModelAdmin):
 
     def has_view_permission(self, request: Any, obj: Any = None) -> bool:
         """Deliveries tell about every team's runs: site-wide roles only."""
-        return site_wide(request.user, "runs.view_notificationdelivery")
+        return site_wide(request.user, "operations.view_notificationdelivery")
 
     def has_redeliver_permission(self, request: HttpRequest) -> bool:
-        return site_wide(request.user, "runs.change_notificationchannel")
+        return site_wide(request.user, "operations.change_notificationchannel")
 
     @admin.display(description="destination")
     def destination(self, obj: NotificationDelivery) -> str:

@@ -19,6 +19,8 @@ from .ports import Checkpoint
 from .types import (
     Message,
     PersistedState,
+    RunMessageInput,
+    RunMessageOutput,
     RunRecord,
     RunStatus,
     RunWaitingTicket,
@@ -69,28 +71,18 @@ class ActivationLog:
     committed_count: int
 
 
-def activation_checkpoint(
+def run_record_of(
     log: ActivationLog,
     progress: RunProgress,
-    tool_calls: list[ToolCallState],
-    events: list[Event],
-) -> Checkpoint:
-    """The checkpoint of `log`'s uncommitted messages with the run record `progress`
-    describes, the changed `tool_calls` and the `events` (deltas coalesced). Stamps the
-    run's new output messages in place."""
+    input_: RunMessageInput | None,
+    output: RunMessageOutput | None,
+) -> RunRecord:
+    """The run record `progress` describes, with the materialized input and output; the
+    outcome fields only once the run is done."""
     identity = log.identity
-    input_, output = materialize_message_log(
-        log.messages,
-        log.previous,
-        identity.run_id,
-        identity.thread_id,
-        progress.steps,
-        log.input_message_count,
-        start_index=log.committed_count,
-    )
     done = progress.status is RunStatus.DONE
     now = int(time.time())
-    record = RunRecord(
+    return RunRecord(
         run_id=identity.run_id,
         thread_id=identity.thread_id,
         agent_id=identity.agent_id,
@@ -121,6 +113,28 @@ def activation_checkpoint(
         output_tokens=progress.output_tokens,
         state=progress.state,
     )
+
+
+def activation_checkpoint(
+    log: ActivationLog,
+    progress: RunProgress,
+    tool_calls: list[ToolCallState],
+    events: list[Event],
+) -> Checkpoint:
+    """The checkpoint of `log`'s uncommitted messages with the run record `progress`
+    describes, the changed `tool_calls` and the `events` (deltas coalesced). Stamps the
+    run's new output messages in place."""
+    identity = log.identity
+    input_, output = materialize_message_log(
+        log.messages,
+        log.previous,
+        identity.run_id,
+        identity.thread_id,
+        progress.steps,
+        log.input_message_count,
+        start_index=log.committed_count,
+    )
+    record = run_record_of(log, progress, input_, output)
     return Checkpoint(
         thread_id=identity.thread_id,
         record=record,

@@ -79,6 +79,35 @@ def shown_arguments(arguments: Any) -> Any:
     return arguments.raw if isinstance(arguments, MalformedArguments) else arguments
 
 
+def settled_call_state(
+    call: ToolCall, base: ToolCallState, resume: ToolCallState | None, result: ToolResult
+) -> ToolCallState:
+    """The call's state once its result is known: succeeded, failed or suspended (with the
+    new suspension); a resumed call that did not suspend again keeps the suspension it
+    was resumed from and drops its resume input."""
+    status = {
+        ToolStatus.SUCCESS: ToolCallStatus.SUCCEEDED,
+        ToolStatus.ERROR: ToolCallStatus.FAILED,
+        ToolStatus.PENDING: ToolCallStatus.SUSPENDED,
+    }[result.status]
+    state = ToolCallState(
+        call_id=call.id,
+        tool_name=call.name,
+        arguments=base.arguments,
+        status=status,
+        updated_at=now_ms(),
+        resume_mode=base.resume_mode,
+    )
+    if result.suspension is not None:
+        state.resume_mode = result.suspension.resume_mode
+        state.with_suspension(result.suspension.suspension.id, result.suspension.suspension.action)
+    if resume is not None and status is not ToolCallStatus.SUSPENDED:
+        state.resume_input = None
+        state.suspension_id = resume.suspension_id
+        state.suspension_reason = resume.suspension_reason
+    return state
+
+
 class ToolRunner:
     """Runs an activation's tool calls against its run state, messages and event stream."""
 
@@ -176,33 +205,12 @@ class ToolRunner:
                 gate, gated = self._gate(call, tool)
             result = gated if gated is not None else self._invoke(call, tool, resume)
 
-        status = {
-            ToolStatus.SUCCESS: ToolCallStatus.SUCCEEDED,
-            ToolStatus.ERROR: ToolCallStatus.FAILED,
-            ToolStatus.PENDING: ToolCallStatus.SUSPENDED,
-        }[result.status]
-        state = ToolCallState(
-            call_id=call.id,
-            tool_name=call.name,
-            arguments=base.arguments,
-            status=status,
-            updated_at=now_ms(),
-            resume_mode=base.resume_mode,
-        )
-        if result.suspension is not None:
-            state.resume_mode = result.suspension.resume_mode
-            state.with_suspension(
-                result.suspension.suspension.id, result.suspension.suspension.action
-            )
-        if resume is not None and status is not ToolCallStatus.SUSPENDED:
-            state.resume_input = None
-            state.suspension_id = resume.suspension_id
-            state.suspension_reason = resume.suspension_reason
+        state = settled_call_state(call, base, resume, result)
         self.state.put_call(state)
 
         text = (
             suspended_placeholder(call.name)
-            if status is ToolCallStatus.SUSPENDED
+            if state.status is ToolCallStatus.SUSPENDED
             else result.content_text()
         )
         message = Message.tool(call.id, text)

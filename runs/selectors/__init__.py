@@ -2,8 +2,11 @@
 partial shows, with a query count that does not grow with the number of rows.
 
 By concern: `base` (keyset pages, bounded log windows), `runs` (the runs list and the run
-page), `tickets` (the inbox), `threads`, `dashboard` and `audit`. Callers use the names
-re-exported here (`from runs import selectors`)."""
+page), `threads`, `filters` (reading a list's query string), `waiting` and `run_sort` (the
+runs list's orders), `trace*` (a run's trace), `claims` (a ticket's live claim). The names
+of `base`, `runs` and `threads` are re-exported here (`from runs import selectors`); the
+inbox, the dashboard and the audit log read through their apps' selectors
+(runs.decisions, runs.operations, runs.accounts)."""
 
 from __future__ import annotations
 
@@ -19,14 +22,6 @@ from runs.selectors.base import (
     encode_cursor,
     keyset_page,
     seq_window,
-)
-from runs.selectors.dashboard import (
-    Dashboard,
-    HealthRow,
-    dashboard,
-    dashboard_cached,
-    dependency_health,
-    open_run_counts,
 )
 from runs.selectors.runs import (
     RUN_SECTIONS,
@@ -60,21 +55,15 @@ __all__ = [
     "TRANSCRIPT_LIVE",
     "TRANSCRIPT_PAGE",
     "WAITING_REASONS",
-    "Dashboard",
-    "HealthRow",
     "Page",
     "Rows",
     "RunDetail",
     "RunFilters",
     "agents_for_composer",
-    "dashboard",
-    "dashboard_cached",
     "decode_cursor",
-    "dependency_health",
     "encode_cursor",
     "keyset_page",
     "list_row_extras",
-    "open_run_counts",
     "run_detail",
     "run_list",
     "run_open_tickets",

@@ -210,3 +210,18 @@ def uuid_or_none(value: str) -> Any:
 
 def agent_id_for_slug(slug: str) -> int:
     return Agent.objects.filter(slug=slug).values_list("pk", flat=True).first() or 0
+
+
+def agent_filter_options(agent_ids: list[int] | None = None) -> tuple[list[str], list[str]]:
+    """The agents and tools the runs list's and the inbox's filters offer: the agents (of
+    the user's teams: `agent_ids`, None for all) and the tools their configuration offers
+    (not a scan of the runs or tickets)."""
+    agents: list[str] = []
+    tools: set[str] = set()
+    rows = Agent.objects.order_by("slug")
+    if agent_ids is not None:
+        rows = rows.filter(pk__in=agent_ids)
+    for slug, agent_tools in rows.values_list("slug", "tools"):
+        agents.append(slug)
+        tools.update(str(name) for name in agent_tools or [])
+    return agents, sorted(tools)

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
+from django.conf import settings
 from django.db.models import Count, Exists, IntegerField, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
 from agents.models import AgentVersion, Model
 from runs.models import Message, Run, RunEvent, Ticket
-from runs.operations.models.failures import FailureGroupRun
-from runs.operations.selectors.failures import group_runs_page
 from runs.runtime.types import WaitingReason
 from runs.selectors.base import (
     PAGE_SIZE,
@@ -35,6 +35,24 @@ from runs.selectors.waiting import LONGEST_WAITING, longest_waiting_page, runs_w
 WAITING_REASONS = [reason.value for reason in WaitingReason]
 
 
+class RunScope(Protocol):
+    """A set of runs an app above the core keeps with its own index (a failure group's
+    links, runs.operations): the runs list and its export narrow to it, and the list's
+    page is read from that index."""
+
+    def narrow(self, runs: QuerySet[Run]) -> QuerySet[Run]: ...
+
+    def page(self, runs: QuerySet[Run], cursor: str | None, size: int) -> Page: ...
+
+
+def run_scope(name: str, value: str) -> RunScope | None:
+    """The scope the runs list's parameter `name` selects with `value`, as the app that
+    owns it declares it (setting AWAKEN_RUN_LIST_SCOPES: parameter -> dotted path of a
+    function of the value); None without a value."""
+    path = settings.AWAKEN_RUN_LIST_SCOPES.get(name) if value else None
+    return import_string(path)(value) if path else None
+
+
 @dataclass
 class RunFilters:
     status: str = ""
@@ -49,7 +67,7 @@ class RunFilters:
     reason: str = ""
     waiting_tool: str = ""  # waiting on a pending ticket of this tool ...
     waiting_longer_than: int | None = None  # ... created more than this many minutes ago
-    failure_group: str = ""  # the runs of a failure group (runs/operations/models/failures.py)
+    failure_group: str = ""  # the runs of a failure group: its `scope` (runs.operations)
     sort: str = ""  # "" newest first, LONGEST_WAITING (with a waiting filter), LONGEST
     # the requesting user's teams' agents (runs.permissions.visible_agent_ids); None: all
     agent_ids: list[int] | None = None
@@ -57,6 +75,10 @@ class RunFilters:
     @property
     def waiting_filter(self) -> bool:
         return bool(self.waiting_tool) or self.waiting_longer_than is not None
+
+    @property
+    def scope(self) -> RunScope | None:
+        return run_scope("failure_group", self.failure_group)
 
     @property
     def active(self) -> bool:
@@ -114,8 +136,9 @@ def run_list(*, filters: RunFilters, cursor: str | None = None, size: int = PAGE
     if filters.sort == LONGEST:  # finished runs by duration (runs.selectors.run_sort)
         in_range = bool(filters.since or filters.until)
         return longest_page(runs, cursor, size, in_range=in_range)
-    if filters.failure_group:  # by the group's links (runs.operations.selectors.failures)
-        return group_runs_page(runs, filters.failure_group, cursor, size)
+    scope = filters.scope
+    if scope is not None:  # by the scope's own index (a failure group's links)
+        return scope.page(runs, cursor, size)
     return keyset_page(runs, cursor, size)
 
 
@@ -144,11 +167,9 @@ def filter_runs(runs: QuerySet[Run], filters: RunFilters) -> QuerySet[Run]:
         runs = runs.filter(agent_version_id__in=versions)  # none: no query at all
     if filters.reason:
         runs = runs.filter(status_reason=filters.reason)
-    if (
-        filters.failure_group
-    ):  # its links, by (group, created_at): runs/operations/models/failures.py
-        linked = FailureGroupRun.objects.filter(group_id=uuid_or_none(filters.failure_group))
-        runs = runs.filter(pk__in=linked.values("run_id"))
+    scope = filters.scope
+    if scope is not None:
+        runs = scope.narrow(runs)
     if filters.since:
         runs = runs.filter(created_at__gte=filters.since)
     if filters.until:

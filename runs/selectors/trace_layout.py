@@ -9,7 +9,7 @@ import datetime as dt
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from runs.selectors.trace import Span, Trace
+from runs.selectors.trace_spans import Span, Trace
 
 STEPS_SHOWN = 50  # a trace first shows this many steps, then this many more per request
 STEPS_SHOWN_MAX = 2000

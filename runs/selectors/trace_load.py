@@ -16,15 +16,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from runs.models import Run, RunEvent, ToolCall
-from runs.selectors.trace import (
-    RunFacts,
-    Trace,
-    TraceEvent,
-    attach_child,
-    build_trace,
-    set_totals,
-)
+from runs.selectors.trace import attach_child, build_trace, set_totals
 from runs.selectors.trace_layout import STEPS_SHOWN
+from runs.selectors.trace_spans import RunFacts, Trace, TraceEvent
 
 # the events a trace reads (deltas and state snapshots, most of a log, it does not)
 TRACE_EVENT_TYPES = (

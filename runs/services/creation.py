@@ -142,6 +142,47 @@ def _prices(agent: Agent, version: AgentVersion) -> dict[str, Any]:
     }
 
 
+def _user_request(actor: Actor, trigger_ids: list[str]) -> dict[str, Any]:
+    """The run's request snapshot: a user's, with the messages it starts with."""
+    return rt.RunRequestSnapshot(
+        origin="User",
+        sender_id=actor.name,
+        input_message_ids=trigger_ids,
+        input_message_count=len(trigger_ids),
+    ).to_json()
+
+
+def _insert_with_thread(run: Run, thread: Thread, new_thread: bool) -> None:
+    """Insert the run, then the new thread pointing at it (foreign keys are checked at
+    commit: the thread may come last), or update the thread's count and projection."""
+    run.save(force_insert=True)
+    if new_thread:
+        thread.latest_run_id = thread.open_run_id = run.pk
+        thread.save(force_insert=True)
+    else:
+        Thread.objects.filter(pk=thread.pk).update(
+            message_count=thread.message_count, **thread_projection(run)
+        )
+
+
+def _audit_start(run: Run, actor: Actor, new_messages: list[rt.Message]) -> None:
+    """The `run.start` audit entry: agent, thread, the messages and a mode other than
+    foreground."""
+    audit_record(
+        actor=actor,
+        action="run.start",
+        target_type="run",
+        target_id=run.pk,
+        run=run,
+        after={
+            "agent": run.agent.slug,
+            "thread": str(run.thread_id),
+            "messages": [m.text() for m in new_messages],
+            **({"run_mode": run.run_mode} if run.run_mode != "foreground" else {}),
+        },
+    )
+
+
 def run_create(
     thread: Thread,
     agent: Agent,
@@ -179,12 +220,7 @@ def run_create(
         schedule=schedule,
         idempotency_key=idempotency_key,
         idempotency_scope=idempotency_scope(actor) if idempotency_key else "",
-        request=rt.RunRequestSnapshot(
-            origin="User",
-            sender_id=actor.name,
-            input_message_ids=trigger_ids,
-            input_message_count=len(trigger_ids),
-        ).to_json(),
+        request=_user_request(actor, trigger_ids),
         input=input_for(thread, trigger_ids),
         **provenance,
     )
@@ -194,29 +230,10 @@ def run_create(
     if submission_events is not None:
         events += submission_events(run, trigger_ids)
     run.last_event_seq = len(events)  # the counter is written with the row
-    run.save(force_insert=True)
-    if new_thread:  # foreign keys are checked at commit: the thread may come last
-        thread.latest_run_id = thread.open_run_id = run.pk
-        thread.save(force_insert=True)
-    else:
-        Thread.objects.filter(pk=thread.pk).update(
-            message_count=thread.message_count, **thread_projection(run)
-        )
+    _insert_with_thread(run, thread, new_thread)
     run.last_event_seq = 0
     events_append(run, events, save_counter=False)
-    audit_record(
-        actor=actor,
-        action="run.start",
-        target_type="run",
-        target_id=run.pk,
-        run=run,
-        after={
-            "agent": agent.slug,
-            "thread": str(thread.pk),
-            "messages": [m.text() for m in new_messages],
-            **({"run_mode": run_mode} if run_mode != "foreground" else {}),
-        },
-    )
+    _audit_start(run, actor, new_messages)
     enqueue_on_commit(run.pk)
     stats.run_created(run)
     return run

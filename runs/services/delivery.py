@@ -8,11 +8,12 @@ from typing import Any
 
 from django.utils import timezone
 
-from common.audit import Actor
 from runs.models import PendingInput, Run, Thread
 from runs.runtime import events as ev
 from runs.runtime import types as rt
-from runs.services.creation import run_create, thread_open_run
+from runs.services.creation import thread_open_run
+from runs.services.submission import Submission
+from runs.services.submission_start import submission_start
 
 SubmissionEvents = Callable[[Run, list[str]], list[dict[str, Any]]]
 
@@ -56,7 +57,7 @@ def delivered_event(input_: PendingInput, boundary: str, message_ids: list[str])
 
 
 def delivery_events(input_: PendingInput, boundary: str) -> SubmissionEvents:
-    """For `run_create` / `run_continue`: mark `input_` delivered to the run they write
+    """For `submission_start` / `run_continue`: mark `input_` delivered to the run they write
     and answer its `input_delivered` event, appended in the same transaction."""
 
     def events(run: Run, message_ids: list[str]) -> list[dict[str, Any]]:
@@ -99,12 +100,11 @@ def thread_start_next(thread_id: Any) -> Run | None:
     input_ = waiting.select_related("agent", "actor").order_by("seq").first()
     if input_ is None:
         return None
-    actor = Actor(user=input_.actor, label=input_.actor_label, source="input")
-    return run_create(
+    # the thread is locked and free: the submission's start, without a lock of its own
+    cmd = Submission.build_delivery(input_, messages_from_json(input_.messages))
+    return submission_start(
+        cmd,
         thread,
         input_.agent,
-        messages_from_json(input_.messages),
-        actor,
-        priority=input_.priority,
-        submission_events=delivery_events(input_, PendingInput.Boundary.NEW_RUN),
+        events=delivery_events(input_, PendingInput.Boundary.NEW_RUN),
     )

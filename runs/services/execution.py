@@ -19,48 +19,30 @@ from django.db.models import F, Q
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from agents.models import Agent
-from agents.pricing import price_snapshot
-from agents.resolver import VersionResolver
-from agents.selectors import agent_version_by_id, agent_version_current
+from agents.resolver import ToolWrapper, VersionResolver
+from agents.selectors import agent_version_by_id
 from agents.services.endpoints import endpoint_backend_for_spec
-from common.errors import ServiceError
 from runs import metrics, tracing
-from runs.decisions.services.deadlines import tickets_expire, tickets_warn
-from runs.message_rows import message_to_row
 from runs.models import (
-    DELEGATE_TICKET_PREFIX,
-    Message,
     PendingInput,
     Run,
-    Thread,
-    Ticket,
 )
-from runs.replays.services.replay_flow import REPLAY_MODE, replays_repair
-from runs.replays.services.replay_tools import replay_tool_wrapper
 from runs.runtime import types as rt
 from runs.runtime.backends import (
     BackendControl,
-    BackendDelegateRunRequest,
-    BackendParentContext,
     BackendRootRunRequest,
-    BackendRunOutput,
     BackendRunResult,
     LocalBackend,
-    delegate_result_payload,
-    map_termination,
 )
 from runs.runtime.background import BACKGROUND_KEY
 from runs.runtime.ports import (
-    CancellationToken,
     LeaseLostError,
-    ToolCallContext,
+    Tool,
     VersionConflictError,
 )
-from runs.services import stats
-from runs.services.background import background_sweep
 from runs.services.checkpoint_input import background_results
-from runs.services.creation import normalize_input_messages
+from runs.services.declared import declared
+from runs.services.delegation import cancel_token, delegate_runner, run_notify_parent
 from runs.services.delivery import thread_start_next
 from runs.services.dispatch import run_dispatch
 from runs.services.events import (
@@ -74,15 +56,14 @@ from runs.services.leases import (
     LEASE_EXPIRED,
     SEGMENT_STOPPED,
     renewer,
-    run_claim,
     run_claim_next,
     run_release,
     worker_identity,
 )
 from runs.services.locks import lock_thread_of, retry_lock_conflicts
-from runs.services.run_end import FAILED, RunEnded, run_end_effects
+from runs.services.run_end import FAILED, RunEnded, run_end_effects, run_is_replay
 from runs.services.runs import run_request_cancel_flag
-from runs.services.tickets import decision_submit, tickets_close_open
+from runs.services.tickets import tickets_close_open
 from runs.sql import release_connection, update_returning
 from runs.store import (
     OrmCheckpointStore,
@@ -95,13 +76,20 @@ from runs.store import (
 logger = logging.getLogger(__name__)
 
 
-def _cancel_token(run: Run, parent: CancellationToken | None = None) -> CancellationToken:
-    """The segment's cancellation: fired by the process's watch (`renewer`, which asks
-    for every run the process holds in one query) or with the parent's."""
-    token = CancellationToken()
-    if parent is not None:
-        parent.on_cancel(token.cancel)
-    return token
+def run_tool_wrapper(run: Run) -> ToolWrapper | None:
+    """What wraps each tool of the run's agents: the wrappers the apps declare in the
+    setting `AWAKEN_RUN_TOOL_WRAPPERS` (each given the run: None, or a wrapper; replays:
+    dry and recorded tools), applied in their order; None when none applies."""
+    found = [wrap for make in declared("AWAKEN_RUN_TOOL_WRAPPERS") if (wrap := make(run))]
+    if len(found) < 2:
+        return found[0] if found else None
+
+    def wrap_all(tool: Tool) -> Tool:
+        for wrap in found:
+            tool = wrap(tool)
+        return tool
+
+    return wrap_all
 
 
 class Segment:
@@ -112,7 +100,7 @@ class Segment:
         run.agent_version = agent_version_by_id(run.agent_version_id)
         self.run = run
         self.trace = tracing.activation_start(run)  # its spans (docs/tracing.md)
-        self.token = _cancel_token(run)
+        self.token = cancel_token(run)
         # asked once here (the claim's transaction read the row already); later, the
         # process's watch tells
         cancel_requested = (
@@ -122,8 +110,8 @@ class Segment:
             self.token.cancel()
         resolver = VersionResolver(
             {run.agent.slug: run.agent_version},
-            delegate_runner=_delegate_runner(run, run.attempt, worker),
-            tool_wrapper=replay_tool_wrapper(run),  # replays: dry and recorded tools
+            delegate_runner=delegate_runner(run, run.attempt, worker),
+            tool_wrapper=run_tool_wrapper(run),
         )
         sink = OrmLiveSink(run.pk, run.agent.slug, trace=self.trace)
         self.request = BackendRootRunRequest(
@@ -141,7 +129,7 @@ class Segment:
                 announced=run.attempt == 1 and run.steps == 0 and run.last_event_seq >= 1,
                 timer=sink.timer,  # the tool calls' durations, for the usage counters
                 trace=self.trace,
-                replay=run.run_mode == REPLAY_MODE,
+                replay=run_is_replay(run),
             ),
             control=BackendControl(cancellation_token=self.token, decisions_attached=False),
             previous=record_from_row(run),
@@ -206,26 +194,7 @@ def run_advance(*, run_id: Any, worker: str | None = None) -> str:
         outcome = "conflict"
         interrupted = f"activation interrupted: {exc}; the run resumes from its last checkpoint"
     except (OperationalError, InterfaceError) as exc:
-        # a restart, failover or killed connection: the step in progress is lost, not the
-        # run; it is due again below (or, if the database is still away, when its lease
-        # expires), and one that keeps losing it is given up like a poison run
-        logger.warning("run %s: lost the database mid-segment: %s", run_id, exc)
-        connection.close()  # the next query connects afresh
-        outcome = "interrupted"
-        metrics.lease_recovered("database_lost")
-        interrupted = (
-            "activation interrupted: its worker lost the database; "
-            "the run resumes from its last checkpoint"
-        )
-        if _count_recovery(run_id, attempt) > settings.AWAKEN_MAX_ATTEMPTS:
-            run_fail(
-                run_id=run_id,
-                attempt=attempt,
-                given_up=True,
-                message=f"gave up after {settings.AWAKEN_MAX_ATTEMPTS} interruptions; "
-                f"the last: database error: {exc}",
-            )
-            outcome = "failed"
+        outcome, interrupted = _database_lost(run_id, attempt, exc)
     except Exception as exc:
         logger.exception("run %s crashed the worker segment", run_id)
         run_fail(
@@ -259,6 +228,30 @@ def _claim(run_id: Any, worker: str) -> tuple[Run, Segment | None, Exception | N
         raise  # the claim rolls back with it: the run is still due
     except Exception as exc:
         return run, None, exc
+
+
+def _database_lost(run_id: Any, attempt: int, exc: Exception) -> tuple[str, str]:
+    """A restart, failover or killed connection mid-segment: the step in progress is lost,
+    not the run; it is due again once released (or, if the database is still away, when
+    its lease expires), and one that keeps losing it is given up like a poison run.
+    Returns the outcome and the activation's interruption."""
+    logger.warning("run %s: lost the database mid-segment: %s", run_id, exc)
+    connection.close()  # the next query connects afresh
+    metrics.lease_recovered("database_lost")
+    interrupted = (
+        "activation interrupted: its worker lost the database; "
+        "the run resumes from its last checkpoint"
+    )
+    if _count_recovery(run_id, attempt) <= settings.AWAKEN_MAX_ATTEMPTS:
+        return "interrupted", interrupted
+    run_fail(
+        run_id=run_id,
+        attempt=attempt,
+        given_up=True,
+        message=f"gave up after {settings.AWAKEN_MAX_ATTEMPTS} interruptions; "
+        f"the last: database error: {exc}",
+    )
+    return "failed", interrupted
 
 
 def _count_recovery(run_id: Any, attempt: int) -> int:
@@ -309,7 +302,7 @@ def run_fail(*, run_id: Any, attempt: int | None, message: str, given_up: bool =
             run=run,
             how=FAILED,
             now=now,
-            replay=run.run_mode == REPLAY_MODE,
+            replay=run_is_replay(run),
             error_payload=run.error_payload,
             given_up=given_up,
         )
@@ -317,155 +310,24 @@ def run_fail(*, run_id: Any, attempt: int | None, message: str, given_up: bool =
     return True
 
 
-# --- delegation (child runs are durable) ---------------------------------------------------------
-
-
-def _child_result(child: Run) -> BackendRunResult:
-    termination = (
-        rt.TerminationReason.from_json(child.termination_reason)
-        if child.termination_reason
-        else rt.TerminationReason.suspended()
-    )
-    status = (
-        rt.BackendRunStatus.suspended()
-        if child.status == Run.Status.WAITING
-        else map_termination(termination)
-    )
-    return BackendRunResult(
-        agent_id=child.agent.slug,
-        status=status,
-        termination=termination,
-        response=child.final_output,
-        output=BackendRunOutput(text=child.final_output),
-        steps=child.steps,
-        run_id=str(child.pk),
-    )
-
-
-def _delegate_runner(parent: Run, attempt: int, worker: str) -> Any:
-    """Runs a delegate as a persisted child run, inline on this worker."""
-
-    def run_delegate(agent_id: str, prompt: str, ctx: ToolCallContext) -> BackendRunResult:
-        child = (
-            Run.objects.filter(parent_run=parent, parent_tool_call_id=ctx.call_id)
-            .select_related("agent")
-            .first()
-        )
-        if child is not None and child.status in (Run.Status.DONE, Run.Status.WAITING):
-            return _child_result(child)  # a replayed step: do not run the child twice
-        if child is None:
-            child = _child_create(parent, agent_id, prompt, ctx.call_id)
-        claimed = run_claim(run_id=child.pk, worker=worker)
-        if claimed is None:
-            return _child_result(Run.objects.select_related("agent").get(pk=child.pk))
-        if claimed.attempt == 1:
-            metrics.run_started(claimed.agent.slug)
-        interrupted: str | None = SEGMENT_STOPPED  # until the child's segment returns
-        try:
-            child = Run.objects.select_related("agent", "agent_version", "parent_run").get(
-                pk=child.pk
-            )
-            token = _cancel_token(child, parent=ctx.cancel)
-            resolver = VersionResolver(
-                {child.agent.slug: child.agent_version},
-                delegate_runner=_delegate_runner(child, claimed.attempt, worker),
-            )
-            sink = OrmLiveSink(child.pk, child.agent.slug)
-            with renewer.hold(child.pk, claimed.attempt, token):
-                result = LocalBackend().execute_delegate(
-                    BackendDelegateRunRequest(
-                        agent_id=agent_id,
-                        messages=load_messages(child.thread_id),
-                        sink=sink,
-                        resolver=resolver,
-                        parent=BackendParentContext(
-                            str(parent.pk), str(parent.thread_id), ctx.call_id
-                        ),
-                        control=BackendControl(cancellation_token=token),
-                        store=OrmCheckpointStore(
-                            child.pk,
-                            claimed.attempt,
-                            settings.AWAKEN_LEASE_SECONDS,
-                            timer=sink.timer,
-                        ),
-                        identity=run_identity(child),
-                    )
-                )
-            interrupted = None
-        finally:
-            run_release(run_id=child.pk, attempt=claimed.attempt, interrupted=interrupted)
-        return result
-
-    return run_delegate
-
-
-@transaction.atomic
-def _child_create(parent: Run, agent_id: str, prompt: str, call_id: str) -> Run:
-    agent = Agent.objects.get(slug=agent_id)
-    thread = Thread.objects.create(
-        title=prompt[:80], parent_thread_id=parent.thread_id, team_id=agent.team_id
-    )
-    messages = normalize_input_messages(prompt)
-    Message.objects.bulk_create([message_to_row(thread.pk, 1, messages[0])])
-    Thread.objects.filter(pk=thread.pk).update(message_count=1)
-    trigger = [messages[0].id] if messages[0].id else []
-    version = agent_version_current(agent=agent)
-    child = Run.objects.create(
-        thread=thread,
-        agent=agent,
-        agent_version=version,
-        **price_snapshot(version.spec),
-        parent_run=parent,
-        parent_tool_call_id=call_id,
-        priority=parent.priority,
-        origin="subagent",
-        status=Run.Status.CREATED,
-        due=True,
-        request=rt.RunRequestSnapshot(
-            origin="A2A", input_message_ids=trigger, input_message_count=1
-        ).to_json(),
-        input=rt.RunMessageInput(
-            thread_id=str(thread.pk),
-            range=rt.MessageSeqRange.new(1, 1),
-            trigger_message_ids=trigger,
-        ).to_json(),
-    )
-    apply_thread_projection(child)
-    stats.run_created(child)
-    return child
-
-
-def run_notify_parent(*, run_id: Any) -> None:
-    """A finished child answers its parent's delegate ticket, so the parent resumes."""
-    finished = Run.objects.filter(pk=run_id, status=Run.Status.DONE)
-    parent_id = finished.values_list("parent_run_id", flat=True).first()
-    if parent_id is None:  # a root run, or a child that is not done: one small query
-        return
-    child = finished.select_related("agent").get()
-    ticket = Ticket.objects.filter(
-        run_id=parent_id,
-        ticket_id=f"{DELEGATE_TICKET_PREFIX}{child.pk}",
-        status=Ticket.Status.PENDING,
-    ).first()
-    if ticket is None:
-        return
-    payload = delegate_result_payload(_child_result(child))
-    try:
-        decision_submit(ticket=ticket, action="respond", payload=payload)
-    except ServiceError:
-        logger.info("parent ticket for child run %s was already decided", run_id)
-
-
 # --- the sweep ------------------------------------------------------------------------------------
 
 
 def runs_sweep(*, now: dt.datetime | None = None) -> dict[str, int]:
-    """Re-dispatch runs whose worker died (lease expired) and due runs with no live task;
-    fail runs that keep killing their workers."""
+    """The sweep: the steps of the setting `AWAKEN_SWEEP_STEPS`, in order, each given the
+    same `now` and adding its counts (the apps above the core declare theirs there:
+    tickets past their deadline, replays to repair)."""
     now = now or timezone.now()
-    counts = {"recovered": 0, "redispatched": 0, "given_up": 0, "expired_tickets": 0}
-    counts["expired_tickets"] = tickets_expire(now=now)
-    counts["warned_tickets"] = tickets_warn(now=now)  # after expiry: no warning when overdue
+    counts: dict[str, int] = {}
+    for step in declared("AWAKEN_SWEEP_STEPS"):
+        counts.update(step(now))
+    return counts
+
+
+def leases_recover(now: dt.datetime) -> dict[str, int]:
+    """A sweep step: runs whose worker died (lease expired) are due again, their dead
+    worker's activation closed; runs that keep killing their workers fail."""
+    counts = {"recovered": 0, "given_up": 0}
     expired = Run.objects.filter(lease_expires_at__lt=Now()).exclude(status=Run.Status.DONE)
     for run_id, recoveries in expired.values_list("pk", "recoveries")[:500]:
         if recoveries + 1 > settings.AWAKEN_MAX_ATTEMPTS:
@@ -493,6 +355,12 @@ def runs_sweep(*, now: dt.datetime | None = None) -> dict[str, int]:
                 counts["recovered"] += 1
                 metrics.lease_recovered("lease_expired")
                 run_dispatch(run_id)
+    return counts
+
+
+def runs_redispatch_lost(now: dt.datetime) -> dict[str, int]:
+    """A sweep step: due runs with no recent dispatch (their doorbell was lost) are
+    enqueued again."""
     stale = now - dt.timedelta(seconds=max(settings.AWAKEN_SWEEP_SECONDS * 2, 2))
     due = (
         Run.objects.filter(due=True, lease_expires_at__isnull=True)
@@ -501,13 +369,16 @@ def runs_sweep(*, now: dt.datetime | None = None) -> dict[str, int]:
         .order_by("priority", "created_at")
         .values_list("pk", flat=True)[:500]
     )
+    redispatched = 0
     for run_id in due:
-        counts["redispatched"] += 1
+        redispatched += 1
         run_dispatch(run_id)
-    counts["inputs_started"] = inputs_start_lost()
-    counts["replays_repaired"] = replays_repair()
-    counts.update(background_sweep(now))
-    return counts
+    return {"redispatched": redispatched}
+
+
+def inputs_sweep(now: dt.datetime) -> dict[str, int]:
+    """A sweep step: queued input whose start was lost (inputs_start_lost)."""
+    return {"inputs_started": inputs_start_lost()}
 
 
 def inputs_start_lost() -> int:

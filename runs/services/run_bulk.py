@@ -21,11 +21,11 @@ from typing import Any
 from common.audit import SYSTEM, Actor, audit_record
 from common.errors import Frozen, IllegalTransition, InvalidInput, ServiceError
 from common.teams import check_reason, ensure_confirmed, ensure_may, ensure_reason
-from runs.decisions.services.bulk import MAX_BULK
 from runs.models import Run
 from runs.permissions import CANCEL, RETRY, VIEW
 from runs.services.runs import run_cancel, run_retry
 
+MAX_BULK = 500  # runs (here) or tickets (runs.decisions.services.bulk) acted on at once
 RUN_ACTIONS = {"cancel": (CANCEL, "cancelled"), "retry": (RETRY, "retried")}
 DONE, ALREADY, REFUSED = "done", "already", "refused"
 

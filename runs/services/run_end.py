@@ -7,7 +7,9 @@ writes the end itself (the run row, its events) and then calls `run_end_effects`
 with a `RunEnded` describing that end. The effects are the setting
 `AWAKEN_RUN_END_EFFECTS` (dotted paths, in order: counters, notifications, failure
 groups, metrics, background work, the thread's next input, replays, a remote task), read
-once; each is a function of the `RunEnded` alone, so it can be tested alone.
+once; each is a function of the `RunEnded` alone, so it can be tested alone. The core's
+own effects are in `runs.services.end_effects`; the apps above it keep theirs
+(`runs.operations.effects`, `runs.replays.effects`).
 
 Likewise a checkpoint that opens tickets (and every checkpoint of a replay, whose set's
 policy decides them) calls `tickets_opened_effects` with a `TicketsOpened`, after its
@@ -15,29 +17,32 @@ events are appended: `AWAKEN_TICKET_OPENED_EFFECTS`.
 
 An effect's exception rolls the whole transaction back, the end with it (effects that
 must not, such as the metrics, do their work on commit). This module imports no service:
-the effects are found by their paths, so the services below the store stay below it.
+the effects are found by their paths (runs.services.declared), so the services below the
+store stay below it and the apps above the core are not imported by it.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import functools
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.conf import settings
-from django.core.signals import setting_changed
-from django.dispatch import receiver
-from django.utils.module_loading import import_string
-
 from runs.models import Run, Ticket
+from runs.services.declared import declared
 
 # how a run ended: RunEnded.how
 FINISHED = "finished"  # its worker's last checkpoint (the loop ended it)
 FAILED = "failed"  # run_fail: its worker crashed, or the sweep gave it up
 CANCELLED = "cancelled"  # cancelled while no worker held it
+
+# Run.run_mode of a replay (runs.replays starts them): RunEnded.replay, TicketsOpened.replay
+REPLAY_MODE = "replay"
+
+
+def run_is_replay(run: Run) -> bool:
+    return run.run_mode == REPLAY_MODE
 
 
 @dataclass(frozen=True)
@@ -80,17 +85,12 @@ RunEndEffect = Callable[[RunEnded], Any]
 TicketsOpenedEffect = Callable[[TicketsOpened], Any]
 
 
-@functools.cache
-def _load(setting: str) -> tuple[Callable[[Any], Any], ...]:
-    return tuple(import_string(path) for path in getattr(settings, setting))
-
-
 def run_end_effects_declared() -> tuple[RunEndEffect, ...]:
-    return _load("AWAKEN_RUN_END_EFFECTS")
+    return declared("AWAKEN_RUN_END_EFFECTS")
 
 
 def tickets_opened_effects_declared() -> tuple[TicketsOpenedEffect, ...]:
-    return _load("AWAKEN_TICKET_OPENED_EFFECTS")
+    return declared("AWAKEN_TICKET_OPENED_EFFECTS")
 
 
 def run_end_effects(ctx: RunEnded) -> None:
@@ -103,9 +103,3 @@ def tickets_opened_effects(ctx: TicketsOpened) -> None:
     """Run the declared ticket-opened effects in order, in the caller's transaction."""
     for effect in tickets_opened_effects_declared():
         effect(ctx)
-
-
-@receiver(setting_changed)
-def _reload(*, setting: str, **kwargs: Any) -> None:
-    if setting in ("AWAKEN_RUN_END_EFFECTS", "AWAKEN_TICKET_OPENED_EFFECTS"):
-        _load.cache_clear()

@@ -14,7 +14,6 @@ from common.audit import SYSTEM, Actor, audit_record
 from common.errors import IllegalTransition
 from common.teams import by_operator, ensure_reason, ensure_writable
 from runs.models import Run, Thread, ToolCall
-from runs.replays.services.replay_flow import REPLAY_MODE
 from runs.runtime import types as rt
 from runs.runtime.loop import end_without_activation
 from runs.services import stats
@@ -31,7 +30,7 @@ from runs.services.events import (
     run_identity,
 )
 from runs.services.locks import lock_thread_of, retry_lock_conflicts
-from runs.services.run_end import CANCELLED, RunEnded, run_end_effects
+from runs.services.run_end import CANCELLED, RunEnded, run_end_effects, run_is_replay
 from runs.services.submission import priority_check
 from runs.services.tickets import tickets_close_open
 
@@ -128,7 +127,7 @@ def _finish_cancelled(run: Run, now: Any) -> None:
             run=run,
             how=CANCELLED,
             now=now,
-            replay=run.run_mode == REPLAY_MODE,
+            replay=run_is_replay(run),
             inputs_accepted=inputs_accepted,
         )
     )

@@ -303,17 +303,9 @@ def removal(run_ids: list[Any]) -> Counter[Key]:
     return deltas
 
 
-@transaction.atomic
-def rebuild(apps: Any = None) -> int:
-    """Recompute every counter, every run's `open_tickets` and every ticket's agent from
-    the rows; returns the number of counter rows. Seconds per million runs: maintenance
-    (`manage.py rebuild_stats`, the migration that introduced them), not requests.
-    `apps`: a migration's historical app registry."""
-    run_model, ticket_model, stat_model = (
-        (Run, Ticket, HourlyStat)
-        if apps is None
-        else tuple(apps.get_model("runs", name) for name in ("Run", "Ticket", "HourlyStat"))
-    )
+def _rebuild_ticket_links(run_model: Any, ticket_model: Any) -> None:
+    """Every ticket's agent (its run's) and every run's `open_tickets` (its pending
+    tickets), from the rows."""
     ticket_model.objects.filter(agent__isnull=True).update(
         agent_id=run_model.objects.filter(pk=OuterRef("run_id")).values("agent_id")[:1]
     )
@@ -326,6 +318,20 @@ def rebuild(apps: Any = None) -> int:
     )
     for row in pending.iterator():
         run_model.objects.filter(pk=row["run_id"]).update(open_tickets=row["n"])
+
+
+@transaction.atomic
+def rebuild(apps: Any = None) -> int:
+    """Recompute every counter, every run's `open_tickets` and every ticket's agent from
+    the rows; returns the number of counter rows. Seconds per million runs: maintenance
+    (`manage.py rebuild_stats`, the migration that introduced them), not requests.
+    `apps`: a migration's historical app registry."""
+    run_model, ticket_model, stat_model = (
+        (Run, Ticket, HourlyStat)
+        if apps is None
+        else tuple(apps.get_model("runs", name) for name in ("Run", "Ticket", "HourlyStat"))
+    )
+    _rebuild_ticket_links(run_model, ticket_model)
     counts: Counter[Key] = Counter()
     runs = (
         run_model.objects.annotate(hour=TruncHour("created_at", tzinfo=dt.UTC))

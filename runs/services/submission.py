@@ -1,7 +1,11 @@
-"""The submission command: what every way in (REST, pages, CLI, A2A) hands over to start
-a run or to send a thread input, validated once when it is built. Its one entry,
+"""The submission command: what every way in (REST, pages, CLI, A2A, schedules, forks,
+replays and the delivery of queued input) hands over to start a run or to send a thread
+input, validated once when it is built (`Submission.build*`). Its entry,
 `submission_accept` (runs.services.submission_flow), locks the thread, finds its open run
-and starts, continues or queues exactly once.
+and starts, continues or queues exactly once; `submission_accept_within` does the same in
+the caller's transaction, and `submission_start` (runs.services.submission_start) starts
+the run for a caller that holds the thread's lock already (queued input's delivery).
+No other module creates a run (tests/runs/test_submission_callers.py).
 
 The priority rule lives here too (`priority_check`): the API's serializers, the pages'
 forms, the CLI and `run_set_priority` call it, so a bad priority reads the same everywhere.
@@ -9,13 +13,14 @@ forms, the CLI and `run_set_priority` call it, so a bad priority reads the same 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from agents.models import Agent
+from agents.models import Agent, AgentVersion
 from common.audit import SYSTEM, Actor
-from common.errors import InvalidInput
+from common.errors import IllegalTransition, InvalidInput
 from runs.models import DEFAULT_PRIORITY, PRIORITY_MAX, PRIORITY_MIN, PendingInput, Run, Thread
 from runs.runtime import types as rt
 from runs.services.creation import normalize_input_messages
@@ -25,6 +30,10 @@ MODES = tuple(Mode.values)
 # The run API's `POST /runs`: a new run, or new input continuing the thread's waiting run;
 # refused while the thread's open run works (input modes queue, steer or interrupt it).
 START = "start"
+# A new run and nothing else (schedules, forks, replays): on a new thread, or on a thread
+# without an open run; a thread whose open run is still there refuses it (ThreadBusy).
+NEW_RUN = "new_run"
+RUN_MODES = ("foreground", "scheduled", "fork", "replay")
 KEY_CHARS = Run._meta.get_field("idempotency_key").max_length or 200
 PRIORITY_TEXT = f"from {PRIORITY_MIN} (high) to {PRIORITY_MAX} (low)"
 PRIORITY_RANGE = f"{PRIORITY_MIN} (high) … {PRIORITY_MAX} (low)"  # for help texts
@@ -75,6 +84,52 @@ def idempotency_key_check(key: Any) -> str:
     return key
 
 
+class ThreadBusy(IllegalTransition):
+    """A NEW_RUN submission's thread (a schedule's one thread) still has its open run."""
+
+
+def history_check(history: Any) -> tuple[rt.Message, ...]:
+    """Messages copied from a stored conversation (a fork's prefix, a replayed run's input):
+    any role, as stored, so the input normalizer (user text only) does not apply; they were
+    checked when they were first written. Refused: anything that is not a message with
+    content blocks, and an empty copy."""
+    if not isinstance(history, (list, tuple)) or not history:
+        raise InvalidInput("history must be a non-empty list of messages")
+    for index, message in enumerate(history):
+        blocks = getattr(message, "content", None)
+        if not isinstance(message, rt.Message) or not isinstance(message.role, rt.Role):
+            raise InvalidInput(f"history[{index}] is not a message")
+        if not isinstance(blocks, list) or not all(isinstance(b, dict) for b in blocks):
+            raise InvalidInput(f"history[{index}].content must be a list of blocks")
+    return tuple(history)
+
+
+def run_mode_check(run_mode: Any) -> str:
+    if run_mode not in RUN_MODES:
+        raise InvalidInput(f"run_mode must be one of {', '.join(RUN_MODES)}, got {run_mode!r}")
+    return str(run_mode)
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a NEW_RUN submission comes from, beyond its messages: the run's `run_mode`,
+    the agent `version` it pins (None: the latest published), the new thread's
+    `title_prefix` and `resource_id`, `team_guard` (False: the caller checked the freeze
+    already, or is not guarded: replays, queued input) and `provenance`, the run's fields
+    that say where it comes from (`schedule`, `forked_from`, `fork_step`, `fork_edit`)."""
+
+    run_mode: str = "foreground"
+    version: AgentVersion | None = None
+    title_prefix: str = ""
+    resource_id: str = ""
+    team_guard: bool = True
+    provenance: tuple[tuple[str, Any], ...] = ()
+
+
+PROVENANCE_FIELDS = ("schedule", "forked_from", "fork_step", "fork_edit")
+OPERATOR = Origin()
+
+
 @dataclass(frozen=True)
 class Submission:
     """Input for a thread, or the first of a new one. `mode`: START (the run API's) or an
@@ -90,6 +145,8 @@ class Submission:
     priority: int = DEFAULT_PRIORITY
     idempotency_key: str = ""
     actor: Actor = SYSTEM
+    history: tuple[rt.Message, ...] = ()
+    origin: Origin = OPERATOR
 
     @classmethod
     def build(
@@ -142,6 +199,58 @@ class Submission:
         key = idempotency_key_check(idempotency_key or "")
         return cls(agent, normalized, thread, run, mode, priority, key, actor)
 
+    @classmethod
+    def build_new_run(
+        cls,
+        *,
+        agent: Agent,
+        messages: Any = None,
+        history: Any = None,
+        thread: Thread | None = None,
+        priority: Any = DEFAULT_PRIORITY,
+        actor: Actor = SYSTEM,
+        origin: Origin = OPERATOR,
+        **provenance: Any,
+    ) -> Submission:
+        """A NEW_RUN command: `messages` (user input, normalized as any sender's) or
+        `history` (`history_check`), on `thread` or a new one; `provenance` as in Origin."""
+        if (messages is None) == (history is None):
+            raise InvalidInput("a new run starts with either messages or a history")
+        unknown = sorted(set(provenance) - set(PROVENANCE_FIELDS))
+        if unknown:
+            raise InvalidInput(f"unknown provenance fields: {', '.join(unknown)}")
+        origin = dataclasses.replace(
+            origin,
+            run_mode=run_mode_check(origin.run_mode),
+            provenance=tuple(sorted(provenance.items())),
+        )
+        if history is None:
+            cmd = cls._checked(agent, messages, thread, None, NEW_RUN, priority, "", actor)
+            return dataclasses.replace(cmd, origin=origin)
+        checked = history_check(history)
+        priority = priority_check(priority)
+        return cls(agent, (), thread, None, NEW_RUN, priority, "", actor, checked, origin)
+
+    @classmethod
+    def build_delivery(cls, input_: PendingInput, messages: list[rt.Message]) -> Submission:
+        """The command that starts a thread's next run from its queued `input_`: its
+        `messages` as they were accepted (built and checked then), its agent, priority and
+        sender; not guarded by a freeze (accepted before it)."""
+        actor = Actor(user=input_.actor, label=input_.actor_label, source="input")
+        return cls(
+            input_.agent,
+            tuple(messages),
+            priority=input_.priority,
+            mode=NEW_RUN,
+            actor=actor,
+            origin=Origin(team_guard=False),
+        )
+
     @property
     def message_list(self) -> list[rt.Message]:
-        return list(self.messages)
+        """What the run starts with: the copied history, then the new messages."""
+        return [*self.history, *self.messages]
+
+    @property
+    def provenance(self) -> dict[str, Any]:
+        return dict(self.origin.provenance)

@@ -10,7 +10,12 @@ runs.services.locks) once, then, by the command's mode:
   first, `resume_open_run` continues the waiting open run (its open tickets superseded).
   A thread with no open run starts one at once, whatever the mode.
 
+- NEW_RUN (schedules, forks, replays): a new run on a new thread, or on a thread without
+  an open run; a thread whose open run is still there refuses it (ThreadBusy).
+
 A repeat of the submitter's idempotency key answers the run the key started.
+`submission_accept_within` accepts a command in the caller's transaction (forks, replays
+and schedules write more in it); queued input starts its run through `submission_start`.
 """
 
 from __future__ import annotations
@@ -29,20 +34,15 @@ from common.errors import IllegalTransition, InvalidInput
 from common.teams import ensure_writable, ensure_writable_as_read
 from runs.models import DEFAULT_PRIORITY, PendingInput, Run, Thread, Ticket
 from runs.runtime import types as rt
-from runs.services.creation import (
-    append_to_thread,
-    input_for,
-    new_thread_for,
-    run_create,
-    run_for_idempotency_key,
-)
+from runs.services.creation import append_to_thread, input_for, run_for_idempotency_key
 from runs.services.delivery import delivery_events, messages_json, thread_start_next
 from runs.services.dispatch import run_dispatch
 from runs.services.events import events_append
 from runs.services.inputs import inputs_changed_on_commit
 from runs.services.locks import lock_thread_with_open_run, retry_lock_conflicts
 from runs.services.runs import run_cancel_unchecked
-from runs.services.submission import START, Mode, Submission
+from runs.services.submission import NEW_RUN, START, Mode, Submission, ThreadBusy
+from runs.services.submission_start import submission_new_thread, submission_start
 from runs.services.tickets import decision_submit
 
 SubmissionEvents = Callable[[Run, list[str]], list[dict[str, Any]]]
@@ -84,12 +84,20 @@ def submission_accept(cmd: Submission) -> SubmissionOutcome:
 @retry_lock_conflicts
 @transaction.atomic
 def _accept(cmd: Submission) -> SubmissionOutcome:
+    return submission_accept_within(cmd)
+
+
+def submission_accept_within(cmd: Submission) -> SubmissionOutcome:
+    """Accept the command in the caller's transaction (no savepoint, no retry of its own:
+    the caller's transaction is the one to run again)."""
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("submission_accept_within runs in the caller's transaction")
     agent = cmd.agent if cmd.agent is None or isinstance(cmd.agent, Agent) else cmd.agent()
     if cmd.idempotency_key:
         existing = run_for_idempotency_key(actor=cmd.actor, key=cmd.idempotency_key)
         if existing is not None:
             return SubmissionOutcome(run=existing, repeat=True)
-    if agent is not None:
+    if agent is not None and cmd.origin.team_guard:
         if Agent.team.is_cached(agent):  # read with the agent (the API joins it)
             ensure_writable_as_read(agent.team)
         else:
@@ -98,15 +106,35 @@ def _accept(cmd: Submission) -> SubmissionOutcome:
     if thread is None:
         if agent is None:
             raise InvalidInput("agent_id is required to start a thread")
-        new = new_thread_for(cmd.message_list, agent.team_id)  # inserted with its run
-        mode = None if cmd.mode == START else cmd.mode
+        new = submission_new_thread(cmd, agent)  # inserted with its run
+        mode = None if cmd.mode in (START, NEW_RUN) else cmd.mode
         return _start(cmd, new, agent, mode, new_thread=True)
+    if cmd.mode == NEW_RUN:
+        assert agent is not None  # Submission.build_new_run requires it
+        return _new_run(cmd, thread, agent)
     thread, open_run = lock_thread_with_open_run(thread.pk)
     ensure_writable(thread.team_id)
     if cmd.mode == START:
         assert agent is not None  # Submission.build requires it
         return _start_or_continue(cmd, thread, open_run, agent)
     return _input(cmd, thread, open_run, agent)
+
+
+def _new_run(cmd: Submission, thread: Thread, agent: Agent) -> SubmissionOutcome:
+    """NEW_RUN on an existing thread: a new run when it has no open run; a thread deleted
+    since the caller read it gives way to a new one."""
+    try:
+        thread, open_run = lock_thread_with_open_run(thread.pk)
+    except Thread.DoesNotExist:
+        return _start(cmd, submission_new_thread(cmd, agent), agent, None, new_thread=True)
+    if cmd.origin.team_guard:
+        ensure_writable(thread.team_id)
+    if open_run is not None:
+        raise ThreadBusy(
+            f"previous run still open on thread {thread.pk} ({open_run.status} run {open_run.pk})",
+            {"thread": str(thread.pk), "run_id": str(open_run.pk)},
+        )
+    return _start(cmd, thread, agent, None)
 
 
 def _start_or_continue(
@@ -239,16 +267,7 @@ def _start(
     if mode is not None:
         input_ = _record(cmd, thread, agent, mode, save=False, new_thread=new_thread)
         events = delivery_events(input_, PendingInput.Boundary.NEW_RUN)
-    run = run_create(
-        thread,
-        agent,
-        cmd.message_list,
-        cmd.actor,
-        new_thread=new_thread,
-        idempotency_key=cmd.idempotency_key,
-        priority=cmd.priority,
-        submission_events=events,
-    )
+    run = submission_start(cmd, thread, agent, new_thread=new_thread, events=events)
     return SubmissionOutcome(input=input_, run=run, created=True)
 
 

@@ -16,8 +16,8 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from agents.pricing import cost_label
-from runs.selectors.trace import Span
 from runs.selectors.trace_layout import Layout, Row
+from runs.selectors.trace_spans import Span
 from runs.wording import say
 
 register = template.Library()

@@ -7,14 +7,11 @@ from typing import Any
 
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
-from django.urls import reverse
 
 from agents.pricing import cost_label, run_cost_usd
-from common.access import allowed_unfrozen, frozen_team_of
 from runs import selectors
 from runs.models import BackgroundTask, Run, Thread
 from runs.permissions import (
-    FORK,
     VIEW,
     VIEW_THREAD,
     capabilities,
@@ -22,7 +19,6 @@ from runs.permissions import (
     require,
     visible_or_404,
 )
-from runs.replays.selectors.forks import fork_panel, run_forks
 from runs.runtime.background import BACKGROUND_KEY
 from runs.ticket_forms import edit_fields
 from runs.views.forms import FormError, render_form_error
@@ -93,29 +89,10 @@ def run_background_tasks(run: Run) -> list[BackgroundTask]:
     )
 
 
-# forks the run page links to (the API lists them all)
-FORKS_SHOWN = 20
-
-
-def fork_context(request: HttpRequest, run: Run, **panel: Any) -> dict[str, Any]:
-    """The run page's forks card: provenance, the run's forks and, for those who may start
-    runs, the fork form (`panel`: `fork_panel`'s choices)."""
-    forks = run_forks(run)
-    return {
-        "forks": list(forks[:FORKS_SHOWN]),
-        "forks_count": forks.count(),
-        # a frozen team's form is shown with its button disabled and why
-        "fork": fork_panel(run, **panel) if allowed_unfrozen(request.user, FORK, run) else None,
-        "fork_frozen": frozen_team_of(request.user, run),
-        "fork_open": bool(panel),
-        "compare_url": reverse("runs:run-compare"),
-    }
-
-
 def run_page_full_context(request: HttpRequest, run_id: Any) -> dict[str, Any]:
-    """Everything the run page shows (404 for a run the user may not see)."""
+    """Everything the run page shows (404 for a run the user may not see); its forks card
+    is the replays app's (`{% run_forks_card %}`)."""
     context = run_page_context(request, run_id)
-    context.update(fork_context(request, context["run"]))
     context["background_tasks"] = run_background_tasks(context["run"])
     context["background_shown"] = BACKGROUND_SHOWN
     return context

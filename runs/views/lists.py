@@ -11,8 +11,6 @@ from django.shortcuts import render
 
 from common.access import allowed_unfrozen, visible_teams
 from runs import selectors
-from runs.accounts.views.saved_views import saved_views_context
-from runs.decisions.selectors.inbox import inbox_filter_options
 from runs.models import DEFAULT_PRIORITY, PendingInput, Run, Ticket
 from runs.permissions import (
     CANCEL,
@@ -26,6 +24,7 @@ from runs.permissions import (
     visible_agent_ids,
     visible_or_404,
 )
+from runs.selectors.base import agent_filter_options
 from runs.selectors.filters import (
     NAME_MAX_CHARS,
     REASON_MAX_CHARS,
@@ -95,7 +94,7 @@ def run_list_context(request: HttpRequest, params: QueryDict | None = None) -> d
     cursor = read.cursor()
     problems = {**problems, **read.errors}
     filters.agent_ids = visible_agent_ids(request.user)  # the user's teams' runs only
-    agents, tools = inbox_filter_options(filters.agent_ids)  # agents, their tools
+    agents, tools = agent_filter_options(filters.agent_ids)  # agents, their tools
     page = selectors.run_list(filters=filters, cursor=cursor, size=RUNS_PAGE)
     selectors.list_row_extras(page.items)  # what each row waits on, its children: one query
     query = params.copy()
@@ -121,7 +120,6 @@ def run_list_context(request: HttpRequest, params: QueryDict | None = None) -> d
             "retry": allowed_unfrozen(request.user, RETRY),
         },
         **filter_errors_context(problems),
-        **saved_views_context(request, "runs"),
         # set from the dashboard's health panel; kept when the form is resubmitted
         "extra_filters": [
             (name, value)

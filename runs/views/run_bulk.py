@@ -12,10 +12,9 @@ from django.views.decorators.http import require_POST
 
 from common.access import allowed_unfrozen
 from common.errors import ConfirmationRequired, InvalidInput
-from runs.decisions.services.bulk import MAX_BULK
 from runs.models import Run
 from runs.permissions import forbidden
-from runs.services.run_bulk import RUN_ACTIONS, bulk_run_action, unique_run_ids
+from runs.services.run_bulk import MAX_BULK, RUN_ACTIONS, bulk_run_action, unique_run_ids
 from runs.views.actions import actor_for
 from runs.views.forms import FormError, page_action, render_form_error
 from runs.views.lists import run_list_context

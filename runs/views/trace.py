@@ -14,9 +14,9 @@ from django.utils import timezone
 from agents.pricing import cost_label
 from runs.models import Run
 from runs.permissions import VIEW, may_see, require, visible_or_404
-from runs.selectors.trace import Span, Trace
 from runs.selectors.trace_layout import clamp_steps, layout
 from runs.selectors.trace_load import run_trace, span_events, trace_root
+from runs.selectors.trace_spans import Span, Trace
 
 EVENTS_SHOWN = 10  # of one span (a span points to two or three)
 

@@ -232,6 +232,10 @@ ENTRIES: dict[str, Entry] = {
     "re:^admin/runs/(?P<model>auditentry|apitoken)/(?P<rest>.*)$": _page(
         FALLBACK, reason="old admin links, a redirect to the common app's admin (checked there)"
     ),
+    "re:^admin/runs/(?P<model>replayset|replayitem|failuregroup|failuregrouprun"
+    "|notification(?:channel|circuit|delivery|rule|subscription)|savedview)/(?P<rest>.*)$": _page(
+        FALLBACK, reason="old admin links, a redirect to the domain apps' admin (checked there)"
+    ),
     "admin:login": _page(PUBLIC, reason="the admin's sign-in form"),
     "admin:logout": _page(PUBLIC, reason="signs the caller out"),
     "admin:jsi18n": _page(PUBLIC, reason="translation catalogue for the admin's scripts"),
@@ -508,7 +512,7 @@ ADMIN_ROWS: dict[str, Callable[[Side], Any]] = {
     "runs.ticket": lambda side: side.ticket,
     "runs.runevent": lambda side: side.run.events.order_by("seq").first(),
     "runs.schedule": lambda side: side.schedule,
-    "runs.notificationsubscription": lambda side: side.subscription,
+    "operations.notificationsubscription": lambda side: side.subscription,
     "auth.user": lambda side: side.operator,
     "common.auditentry": lambda side: side.audit,
     "common.team": lambda side: side.team,
@@ -519,9 +523,9 @@ ADMIN_SITE_WIDE = {
     "auth.user",
     "auth.group",
     "agents.model",
-    "runs.notificationchannel",
-    "runs.notificationrule",
-    "runs.notificationdelivery",
+    "operations.notificationchannel",
+    "operations.notificationrule",
+    "operations.notificationdelivery",
     "common.team",  # a team's own settings have pages of their own (/teams/<slug>/)
 }
 ADMIN_SUFFIXES = ("changelist", "add", "change", "delete", "history")

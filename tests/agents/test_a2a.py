@@ -36,7 +36,8 @@ from runs.runtime.backends.a2a import REMOTE_STATE_KEY
 from runs.runtime.loop import RunIdentity
 from runs.runtime.ports import NullEventSink
 from runs.runtime.types import ResumeDecisionAction, ToolCallResume, ToolDescriptor
-from runs.services.execution import run_advance, run_claim, run_execute, runs_sweep
+from runs.services.execution import run_advance, run_execute, runs_sweep
+from runs.services.leases import run_claim
 from runs.services.runs import run_cancel
 from runs.services.submission_flow import run_start
 from runs.services.tickets import decision_submit

@@ -13,10 +13,8 @@ from typing import Any
 import pytest
 
 from agents.providers import ProviderConfigError, client_for, model_snapshot
-from agents.providers.openai_client import (
-    OpenAIChatClient,
-    StreamTranslator,
-)
+from agents.providers.openai_client import OpenAIChatClient
+from agents.providers.openai_wire import StreamTranslator
 from runs.runtime.loop import AgentLoop, RunIdentity
 from runs.runtime.netguard import AddressPolicy
 from runs.runtime.ports import (

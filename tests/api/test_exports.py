@@ -17,7 +17,8 @@ from django.test.utils import CaptureQueriesContext
 
 from common.audit import Actor, audit_record
 from runs.models import Run, Thread, Ticket
-from runs.operations.services.exports import AUDIT_COLUMNS, RUN_COLUMNS, TRUNCATED, run_export
+from runs.operations.services.exports import run_export
+from runs.operations.services.exports_csv import AUDIT_COLUMNS, RUN_COLUMNS, TRUNCATED
 from runs.services.tickets import decision_submit
 from tests.api.helpers import assert_error
 from tests.api.schema_check import conforms

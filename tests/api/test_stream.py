@@ -143,7 +143,8 @@ def test_without_follow_a_waiting_run_closes_after_its_run_finish(operator_api):
 
 
 def test_without_follow_an_interrupted_activation_does_not_close_the_stream(operator_api):
-    from runs.services.execution import run_claim, runs_sweep
+    from runs.services.execution import runs_sweep
+    from runs.services.leases import run_claim
     from tests.runs.helpers import expire_lease
 
     run = run_start(agent=scripted_agent([{"text": "made it"}]), messages="go")

@@ -328,7 +328,7 @@ def test_a_tool_pattern_on_run_events_is_refused_with_the_admins_message():
     client = client_of(team_member("admin", "red"), staff=True)
     data = {"channel": channel.pk, "events": ["run.failed"], "agent": agent.pk, "tool": "send_*"}
     page = client.post(reverse("runs:notification-route-new"), data)
-    in_admin = client.post(reverse("admin:runs_notificationrule_add"), data)
+    in_admin = client.post(reverse("admin:operations_notificationrule_add"), data)
     message = escape("A tool pattern applies to ticket events only")
     assert page.status_code == 400 and message in page.content.decode()
     assert in_admin.status_code == 200 and message in in_admin.content.decode()
@@ -372,7 +372,7 @@ def test_the_admins_schedule_and_route_lists_link_to_the_pages():
     assert reverse("runs:schedules") in page
     page = staff.get(reverse("admin:runs_schedule_change", args=[schedule.pk])).content.decode()
     assert reverse("runs:schedule-detail", args=[schedule.pk]) in page
-    page = staff.get(reverse("admin:runs_notificationrule_changelist")).content.decode()
+    page = staff.get(reverse("admin:operations_notificationrule_changelist")).content.decode()
     assert reverse("runs:notification-routes") in page
 
 

@@ -17,7 +17,8 @@ from runs.models import Message, Run, RunEvent, Ticket
 from runs.runtime.ports import LeaseLostError
 from runs.runtime.testing import play_turn
 from runs.services import dispatch
-from runs.services.execution import run_advance, run_claim, run_execute, runs_sweep
+from runs.services.execution import run_advance, run_execute, runs_sweep
+from runs.services.leases import run_claim
 from runs.services.runs import run_cancel
 from runs.services.submission_flow import run_start
 from runs.services.tickets import decision_submit

@@ -257,7 +257,8 @@ def test_cancel_while_waiting_ends_done_cancelled_and_closes_tickets():
 
 def loop_cancelled_run() -> Run:
     """A run the loop itself cancels (its worker saw the request before its first step)."""
-    from runs.services.execution import run_claim, run_execute
+    from runs.services.execution import run_execute
+    from runs.services.leases import run_claim
 
     run = start(scripted_agent([{"text": "never said"}]))
     claimed = run_claim(run_id=run.pk, worker="w1")
@@ -344,7 +345,8 @@ def test_cancel_of_a_created_run_finishes_it_without_a_worker():
 
 
 def test_cancel_of_a_claimed_run_is_cooperative():
-    from runs.services.execution import run_claim, run_execute
+    from runs.services.execution import run_execute
+    from runs.services.leases import run_claim
 
     run = start(scripted_agent([{"text": "never said"}]))
     claimed = run_claim(run_id=run.pk, worker="w1")
@@ -466,7 +468,7 @@ def test_a_message_to_a_waiting_thread_continues_the_same_run_and_supersedes_its
 
 
 def test_a_message_to_a_thread_with_a_running_run_is_refused():
-    from runs.services.execution import run_claim
+    from runs.services.leases import run_claim
 
     run = start(scripted_agent([{"text": "x"}]))
     run_claim(run_id=run.pk, worker="w1")

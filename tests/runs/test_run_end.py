@@ -16,8 +16,10 @@ from common.audit import Actor
 from common.errors import IllegalTransition
 from runs import metrics
 from runs.models import BackgroundTask, HourlyStat, PendingInput, Run, Ticket
+from runs.operations import effects as operations_fx
 from runs.operations.models.failures import FailureGroup
 from runs.operations.models.notifications import NotificationDelivery
+from runs.replays import effects as replays_fx
 from runs.replays.models.replays import ReplayItem
 from runs.replays.services.replays import replay_create, replay_request
 from runs.runtime.backends.a2a.config import REMOTE_STATE_KEY
@@ -197,21 +199,21 @@ def test_count_finished_moves_the_run_out_of_open_once():
 def test_notify_ended_queues_run_failed_or_given_up_and_nothing_for_a_cancel_or_replay():
     run = failed(waiting_run())
     rule(channel("https://h.example.com/"))
-    fx.effect_notify_ended(ended(run, CANCELLED))
-    fx.effect_notify_ended(ended(run, replay=True))
-    fx.effect_notify_ended(ended(run, first=False))
+    operations_fx.effect_notify_ended(ended(run, CANCELLED))
+    operations_fx.effect_notify_ended(ended(run, replay=True))
+    operations_fx.effect_notify_ended(ended(run, first=False))
     assert queued("run.failed") == 0
-    fx.effect_notify_ended(ended(run, error_payload=run.error_payload))
+    operations_fx.effect_notify_ended(ended(run, error_payload=run.error_payload))
     assert queued("run.failed") == 1
-    fx.effect_notify_ended(ended(run, FAILED, given_up=True))
+    operations_fx.effect_notify_ended(ended(run, FAILED, given_up=True))
     assert queued("run.given_up") == 1
 
 
 def test_failure_record_groups_a_failed_run_but_not_a_replay():
     run = failed(waiting_run())
-    fx.effect_failure_record(ended(run, replay=True, error_payload=run.error_payload))
+    operations_fx.effect_failure_record(ended(run, replay=True, error_payload=run.error_payload))
     assert not FailureGroup.objects.exists()
-    fx.effect_failure_record(ended(run, error_payload=run.error_payload))
+    operations_fx.effect_failure_record(ended(run, error_payload=run.error_payload))
     assert FailureGroup.objects.get().last_run_id == run.pk
 
 
@@ -271,10 +273,10 @@ def test_replay_ended_finishes_the_item_and_starts_the_next():
     request = replay_request({"agent_id": agent.slug, "concurrency": 1})
     replay_set = replay_create(request=request, actor=Actor(label="ada", source="ui"))
     item = ReplayItem.objects.get(replay_set=replay_set, status=ReplayItem.Status.RUNNING)
-    fx.effect_replay_ended(ended(item.replay_run))  # not a replay: nothing
+    replays_fx.effect_replay_ended(ended(item.replay_run))  # not a replay: nothing
     item.refresh_from_db()
     assert item.status == ReplayItem.Status.RUNNING
-    fx.effect_replay_ended(ended(item.replay_run, replay=True))
+    replays_fx.effect_replay_ended(ended(item.replay_run, replay=True))
     item.refresh_from_db()
     assert item.status == ReplayItem.Status.DONE
     assert ReplayItem.objects.filter(status=ReplayItem.Status.RUNNING).count() == 1
@@ -296,10 +298,10 @@ def test_notify_tickets_queues_ticket_opened_but_not_for_a_replay():
     rule(channel("https://h.example.com/"))
     tickets = list(Ticket.objects.filter(run=run))
     now = timezone.now()
-    assert fx.effect_notify_tickets(TicketsOpened(run, tickets, now, replay=True)) == 0
-    assert fx.effect_notify_tickets(TicketsOpened(run, [], now)) == 0
+    assert operations_fx.effect_notify_tickets(TicketsOpened(run, tickets, now, replay=True)) == 0
+    assert operations_fx.effect_notify_tickets(TicketsOpened(run, [], now)) == 0
     assert queued("ticket.opened") == 0
-    fx.effect_notify_tickets(TicketsOpened(run, tickets, now))
+    operations_fx.effect_notify_tickets(TicketsOpened(run, tickets, now))
     assert queued("ticket.opened") == 1
 
 
@@ -307,7 +309,7 @@ def test_replay_decide_decides_a_replays_tickets_by_policy():
     run = waiting_run()
     ticket = Ticket.objects.get(run=run)
     now = timezone.now() + dt.timedelta(seconds=1)
-    assert fx.effect_replay_decide(TicketsOpened(run, [ticket], now)) == 0
+    assert replays_fx.effect_replay_decide(TicketsOpened(run, [ticket], now)) == 0
     assert Ticket.objects.get(pk=ticket.pk).status == Ticket.Status.PENDING
-    assert fx.effect_replay_decide(TicketsOpened(run, [ticket], now, replay=True)) == 1
+    assert replays_fx.effect_replay_decide(TicketsOpened(run, [ticket], now, replay=True)) == 1
     assert Ticket.objects.get(pk=ticket.pk).status == Ticket.Status.DECIDED

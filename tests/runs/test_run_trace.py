@@ -9,8 +9,9 @@ from decimal import Decimal
 from typing import Any
 
 from agents.pricing import cost_usd
-from runs.selectors.trace import RunFacts, Span, TraceEvent, attach_child, build_trace
+from runs.selectors.trace import attach_child, build_trace
 from runs.selectors.trace_layout import layout
+from runs.selectors.trace_spans import RunFacts, Span, TraceEvent
 
 T0 = dt.datetime(2026, 5, 1, 12, 0, 0, tzinfo=dt.UTC)
 IN_PRICE, OUT_PRICE = Decimal("3"), Decimal("15")

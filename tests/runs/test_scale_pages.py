@@ -331,7 +331,7 @@ def test_an_inbox_who_cell_is_what_the_who_template_rendered(
     django_user_model: Any, claimed: str, assigned: str, frozen: bool, decide: bool
 ) -> None:
     from common.models import Team
-    from runs.decisions.services.claims import live_claim
+    from runs.selectors.claims import live_claim
 
     me = django_user_model.objects.create_user("me<&>", is_superuser=True)
     other = django_user_model.objects.create_user('o"ther', is_superuser=True)

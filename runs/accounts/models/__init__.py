@@ -1,5 +1,5 @@
-"""The models of accounts. They keep the `runs` app label (Meta.app_label):
-their tables, migrations, permissions and admin URLs are the run core's."""
+"""The models of accounts, under the `accounts` app label. Their tables keep the names
+they had as the run core's (runs_<model>, Meta.db_table)."""
 
 from runs.accounts.models.saved_views import SavedView
 

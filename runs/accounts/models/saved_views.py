@@ -28,7 +28,8 @@ class SavedView(models.Model):
     created_at = models.DateTimeField(default=timezone.now, help_text="Saved at.")
 
     class Meta:
-        app_label = "runs"  # its tables, migrations, permissions and admin URLs stay the core's
+        app_label = "accounts"
+        db_table = "runs_savedview"  # its table from when it was the core's
         ordering = ["page", "name"]
         constraints = [
             models.UniqueConstraint(

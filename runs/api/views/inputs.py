@@ -17,16 +17,9 @@ from common.api.errors import error_responses
 from runs import permissions as perms
 from runs.api import input_serializers as si
 from runs.api import team_serializers as st
-from runs.api.views.shared import (
-    IDEMPOTENCY_KEY,
-    RUN_ID,
-    THREAD_ID,
-    allowed,
-    get_run,
-    get_thread,
-    path_uuid,
-    run_record_json,
-)
+from runs.api.views.lookups import allowed, get_run, get_thread
+from runs.api.views.params import IDEMPOTENCY_KEY, RUN_ID, THREAD_ID, path_uuid
+from runs.api.views.records import run_record_json
 from runs.models import PendingInput, Run, Thread
 from runs.services.inputs import input_edit, input_retract
 from runs.services.inputs import thread_interrupt as interrupt_thread

@@ -13,8 +13,7 @@ from common.api.base import ApiView, validated
 from common.api.errors import error_responses
 from common.errors import Forbidden
 from runs import permissions as perms
-from runs.decisions.services.bulk import MAX_BULK
-from runs.services.run_bulk import ALREADY, DONE, REFUSED, RUN_ACTIONS, bulk_run_action
+from runs.services.run_bulk import ALREADY, DONE, MAX_BULK, REFUSED, RUN_ACTIONS, bulk_run_action
 
 
 class RunBulkRequestSerializer(serializers.Serializer):

@@ -17,23 +17,15 @@ from common.errors import NotFound
 from runs import permissions as perms
 from runs import selectors
 from runs.api import input_serializers as si
+from runs.api import request_serializers as sq
 from runs.api import serializers as s
 from runs.api import team_serializers as st
 from runs.api.pagination import check_cursor
 from runs.api.stream import SseView
-from runs.api.views.shared import (
-    DECISION_EXAMPLES,
-    DECISION_RESPONSES,
-    IDEMPOTENCY_KEY,
-    RUN_ID,
-    decide,
-    get_agent,
-    get_run,
-    get_thread,
-    run_record_json,
-    start_run,
-    tickets_query,
-)
+from runs.api.views.commands import decide, start_run
+from runs.api.views.lookups import get_agent, get_run, get_thread, tickets_query
+from runs.api.views.params import DECISION_EXAMPLES, DECISION_RESPONSES, IDEMPOTENCY_KEY, RUN_ID
+from runs.api.views.records import run_record_json
 from runs.models import RunEvent
 from runs.services.runs import run_cancel, run_retry, run_set_priority
 from runs.services.tickets import normalize_decision_body, ticket_for_target
@@ -75,11 +67,11 @@ class RunListView(SseView):
         operation_id="runs_list",
         summary="List runs, newest first",
         tags=["runs"],
-        parameters=[s.RunListQuerySerializer, NO_FORMAT],
+        parameters=[sq.RunListQuerySerializer, NO_FORMAT],
         responses={200: s.RunPageSerializer, **error_responses()},
     )
     def get(self, request: Request) -> Response:
-        query = validated(s.RunListQuerySerializer, request.query_params)
+        query = validated(sq.RunListQuerySerializer, request.query_params)
         cursor = check_cursor(query.get("cursor"), uuid_pk=True)
         filters = run_filters(query)
         filters.agent_ids = perms.visible_agent_ids(request.user)  # the user's teams' runs only
@@ -104,7 +96,7 @@ class RunListView(SseView):
         "input to POST /threads/{thread_id}/messages or /runs/{run_id}/inputs with a `mode`.",
         tags=["runs"],
         parameters=[IDEMPOTENCY_KEY, NO_FORMAT],
-        request=s.RunCreateSerializer,
+        request=sq.RunCreateSerializer,
         examples=[START_EXAMPLE],
         responses={
             201: OpenApiResponse(s.RunRecordSerializer, description="Started."),
@@ -121,7 +113,7 @@ class RunListView(SseView):
         },
     )
     def post(self, request: Request) -> Response | StreamingHttpResponse:
-        data = validated(s.RunCreateSerializer, request.data)
+        data = validated(sq.RunCreateSerializer, request.data)
         if data.get("thread_id"):
             agent: Any = get_agent(data["agent_id"], request)
             thread = get_thread(data["thread_id"], request)
@@ -213,11 +205,11 @@ class RunEventsView(ApiView):
         operation_id="runs_events",
         summary="A run's persisted events after a seq",
         tags=["events"],
-        parameters=[RUN_ID, s.EventsQuerySerializer],
+        parameters=[RUN_ID, sq.EventsQuerySerializer],
         responses={200: s.EventPageSerializer, **error_responses(404)},
     )
     def get(self, request: Request, run_id: str) -> Response:
-        query = validated(s.EventsQuerySerializer, request.query_params)
+        query = validated(sq.EventsQuerySerializer, request.query_params)
         pk = get_run(run_id, request).pk  # another team's run: not found
         after, limit = query["after_seq"], query["limit"]
         rows = list(RunEvent.objects.filter(run_id=pk, seq__gt=after).order_by("seq")[: limit + 1])
@@ -243,13 +235,13 @@ class RunDecisionsView(ApiView):
         "one gets 409 `already_decided` with the winning decision in `details.decision`.",
         tags=["tickets"],
         parameters=[RUN_ID],
-        request=s.DecisionRequestSerializer,
+        request=sq.DecisionRequestSerializer,
         examples=DECISION_EXAMPLES,
         responses=DECISION_RESPONSES,
     )
     def post(self, request: Request, run_id: str) -> Response:
         run = get_run(run_id, request)
-        data = validated(s.DecisionRequestSerializer, request.data)
+        data = validated(sq.DecisionRequestSerializer, request.data)
         body = normalize_decision_body(data)
         target = body.get("target")
         ticket = None

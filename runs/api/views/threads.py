@@ -15,10 +15,12 @@ from common.errors import NotFound
 from common.teams import team_for_new
 from runs import permissions as perms
 from runs import selectors
+from runs.api import request_serializers as sq
 from runs.api import serializers as s
 from runs.api.pagination import check_cursor
 from runs.api.views.inputs import INPUT_MODES_TEXT, INPUT_RESPONSES, submit_input
-from runs.api.views.shared import IDEMPOTENCY_KEY, THREAD_ID, get_agent, get_thread
+from runs.api.views.lookups import get_agent, get_thread
+from runs.api.views.params import IDEMPOTENCY_KEY, THREAD_ID
 from runs.models import Message, Run
 from runs.services.threads import thread_create
 
@@ -30,11 +32,11 @@ class ThreadListView(ApiView):
         operation_id="threads_list",
         summary="List threads, newest first",
         tags=["threads"],
-        parameters=[s.ThreadListQuerySerializer],
+        parameters=[sq.ThreadListQuerySerializer],
         responses={200: s.ThreadPageSerializer, **error_responses()},
     )
     def get(self, request: Request) -> Response:
-        query = validated(s.ThreadListQuerySerializer, request.query_params)
+        query = validated(sq.ThreadListQuerySerializer, request.query_params)
         cursor = check_cursor(query.get("cursor"), uuid_pk=True)
         page = selectors.thread_list(
             cursor=cursor,
@@ -53,11 +55,11 @@ class ThreadListView(ApiView):
         "one team where you may start runs, or for a site-wide role the default team; "
         "when you may start runs in several teams, `team` is required (400 naming them).",
         tags=["threads"],
-        request=s.ThreadCreateSerializer,
+        request=sq.ThreadCreateSerializer,
         responses={201: s.ThreadSerializer, **error_responses(body=True)},
     )
     def post(self, request: Request) -> Response:
-        data = validated(s.ThreadCreateSerializer, request.data)
+        data = validated(sq.ThreadCreateSerializer, request.data)
         team = team_for_new(request.user, perms.START, data["team"], "create threads")
         thread = thread_create(
             title=data["title"],
@@ -90,12 +92,12 @@ class ThreadMessagesView(ApiView):
         operation_id="threads_messages_list",
         summary="A thread's messages after a seq",
         tags=["threads"],
-        parameters=[THREAD_ID, s.ThreadMessagesQuerySerializer],
+        parameters=[THREAD_ID, sq.ThreadMessagesQuerySerializer],
         responses={200: s.MessagePageSerializer, **error_responses(404)},
     )
     def get(self, request: Request, thread_id: str) -> Response:
         thread = get_thread(thread_id, request)
-        query = validated(s.ThreadMessagesQuerySerializer, request.query_params)
+        query = validated(sq.ThreadMessagesQuerySerializer, request.query_params)
         after, limit = query["after_seq"], query["limit"]
         messages = Message.objects.filter(thread=thread, seq__gt=after).exclude(
             visibility="internal"
@@ -129,11 +131,11 @@ class ThreadMessagesView(ApiView):
         "a message to a thread whose run is executing is queued (202) instead of 409.",
         tags=["threads"],
         parameters=[THREAD_ID, IDEMPOTENCY_KEY],
-        request=s.ThreadMessageCreateSerializer,
+        request=sq.ThreadMessageCreateSerializer,
         responses=INPUT_RESPONSES,
     )
     def post(self, request: Request, thread_id: str) -> Response:
         thread = get_thread(thread_id, request)
-        data = validated(s.ThreadMessageCreateSerializer, request.data)
+        data = validated(sq.ThreadMessageCreateSerializer, request.data)
         agent = get_agent(data["agent_id"], request) if data.get("agent_id") else None
         return submit_input(request, data, agent=agent, thread=thread)

@@ -1,4 +1,4 @@
-"""Request and response shapes of POST /tickets/bulk-decision and of /saved-views."""
+"""Request and response shapes of POST /tickets/bulk-decision."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ from typing import Any
 
 from rest_framework import serializers
 
-from runs.accounts.models.saved_views import SavedView
 from runs.api.serializers import DecisionSerializer, TicketSerializer
 from runs.decisions.services.bulk import MAX_BULK
 from runs.selectors.waiting import MAX_MINUTES
@@ -84,18 +83,3 @@ class BulkDecisionResponseSerializer(serializers.Serializer):
         help_text=f"More tickets match than the {MAX_BULK} taken: decide, then ask again."
     )
     results = BulkResultSerializer(many=True)
-
-
-class SavedViewSerializer(serializers.ModelSerializer):
-    class Meta:
-        model = SavedView
-        fields = ["id", "page", "name", "query", "created_at"]
-        read_only_fields = ["id", "created_at"]
-
-
-class SavedViewQuerySerializer(serializers.Serializer):
-    page = serializers.ChoiceField(choices=SavedView.Page.values, required=False)
-
-
-class SavedViewPageSerializer(serializers.Serializer):
-    items = SavedViewSerializer(many=True)

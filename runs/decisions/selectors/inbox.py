@@ -9,7 +9,7 @@ from django.db.models import OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from agents.models import Agent
+from runs.message_rows import message_text
 from runs.models import Message, Ticket
 from runs.selectors.base import PAGE_SIZE, Page, agent_id_for_slug, keyset_page
 
@@ -148,32 +148,7 @@ def inbox_count(
     return _tickets_of(tickets, who, user).count()
 
 
-def inbox_filter_options(agent_ids: list[int] | None = None) -> tuple[list[str], list[str]]:
-    """The agents (of the user's teams: `agent_ids`, None for all) and the tools their
-    configuration offers (not a scan of the tickets)."""
-    agents: list[str] = []
-    tools: set[str] = set()
-    rows = Agent.objects.order_by("slug")
-    if agent_ids is not None:
-        rows = rows.filter(pk__in=agent_ids)
-    for slug, agent_tools in rows.values_list("slug", "tools"):
-        agents.append(slug)
-        tools.update(str(name) for name in agent_tools or [])
-    return agents, sorted(tools)
-
-
 REQUEST_CHARS = 500  # of the user request an inbox row shows
-
-
-def message_text(content: Any) -> str:
-    """The text blocks of a message's content (a list of {type, text} blocks)."""
-    if not isinstance(content, list):
-        return ""
-    return "".join(
-        str(block.get("text", ""))
-        for block in content
-        if isinstance(block, dict) and block.get("type") == "text"
-    )
 
 
 def ticket_requests(tickets: list[Ticket]) -> dict[Any, str]:

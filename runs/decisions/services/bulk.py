@@ -30,10 +30,10 @@ from runs.permissions import DECIDE, VIEW
 from runs.runtime.permissions import PatternError, ToolPattern, primary_argument
 from runs.selectors.base import agent_id_for_slug
 from runs.selectors.waiting import MAX_MINUTES
+from runs.services.run_bulk import MAX_BULK
 from runs.services.tickets import decision_json, decision_submit, tool_schema
 
 BULK_ACTIONS = {"approve": "approved", "reject": "rejected"}
-MAX_BULK = 500  # tickets matched or decided at once
 SCAN_CHUNK = 500  # candidates read at a time while an argument pattern is checked
 
 PATTERN_HELP = (

@@ -12,8 +12,6 @@ the run's summary so that the inbox and the run page refresh what they show of i
 from __future__ import annotations
 
 import datetime as dt
-import math
-from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -21,7 +19,6 @@ from django.contrib.auth.models import Permission
 from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.db.models.functions import Now
-from django.utils import timezone
 
 from common.audit import Actor, audit_record
 from common.errors import IllegalTransition, InvalidInput
@@ -29,56 +26,11 @@ from common.teams import ensure_writable
 from runs.models import Run, Ticket
 from runs.permissions import DECIDE
 from runs.realtime import broadcast_run_changed
+from runs.selectors.claims import CLAIM_MINUTES, MAX_CLAIM_MINUTES, minutes_until
 from runs.services.events import run_summary
 
-CLAIM_MINUTES = 5  # a claim's length unless the claimant asks for another
-MAX_CLAIM_MINUTES = 60
 ADMIN_ROLE = "admin"  # may release anyone's claim (common/roles.py)
 DECIDERS_SHOWN = 200  # the assign select's options at most
-
-
-@dataclass(frozen=True)
-class Claim:
-    """A live claim as a page shows it to `viewer`."""
-
-    by: str  # the claimant's username
-    until: dt.datetime
-    minutes_left: int
-    mine: bool  # the viewer holds it
-
-    @property
-    def left(self) -> str:
-        return f"{self.minutes_left} min"
-
-    @property
-    def confirm(self) -> str:
-        return f"{self.by} is on this ({self.left} left) — decide anyway?"
-
-    @property
-    def ask(self) -> str:
-        """The question to confirm before deciding: empty when the viewer holds it."""
-        return "" if self.mine else self.confirm
-
-
-def _minutes_left(until: dt.datetime, now: dt.datetime) -> int:
-    return max(1, math.ceil((until - now).total_seconds() / 60))
-
-
-def live_claim(ticket: Ticket, viewer: Any = None, now: dt.datetime | None = None) -> Claim | None:
-    """The ticket's claim if it has not lapsed (read its `claimed_by` with the ticket)."""
-    until = ticket.claimed_until
-    if ticket.claimed_by_id is None or until is None:
-        return None
-    now = now or timezone.now()
-    if until <= now:
-        return None
-    claimant = ticket.claimed_by
-    return Claim(
-        by=claimant.get_username() if claimant is not None else "?",
-        until=until,
-        minutes_left=_minutes_left(until, now),
-        mine=viewer is not None and ticket.claimed_by_id == getattr(viewer, "pk", None),
-    )
 
 
 def deciders() -> QuerySet[Any]:
@@ -141,7 +93,7 @@ def _held_by_other(row: dict[str, Any], user: Any) -> bool:
 
 
 def _claimed_error(ticket: Ticket, row: dict[str, Any], tail: str = "") -> IllegalTransition:
-    left = _minutes_left(row["claimed_until"], row["db_now"])
+    left = minutes_until(row["claimed_until"], row["db_now"])
     who = row["claimed_by__username"] or "someone"
     return IllegalTransition(
         f"{who} is on this ticket for {left} more minute{'s' if left != 1 else ''}{tail}",

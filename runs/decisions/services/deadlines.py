@@ -19,6 +19,14 @@ from runs.services.tickets import decision_submit
 logger = logging.getLogger(__name__)
 
 
+def deadlines_sweep(now: dt.datetime) -> dict[str, int]:
+    """The sweep's step for ticket deadlines (settings AWAKEN_SWEEP_STEPS): overdue
+    tickets expire, then the tickets whose warning time came are warned (after expiry:
+    no warning for an overdue ticket)."""
+    expired = tickets_expire(now=now)
+    return {"expired_tickets": expired, "warned_tickets": tickets_warn(now=now)}
+
+
 def tickets_expire(*, now: dt.datetime) -> int:
     """Apply each overdue ticket's default action as a decision by the system."""
     expired = 0

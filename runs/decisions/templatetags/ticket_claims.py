@@ -8,7 +8,7 @@ from django import template
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
-from runs.decisions.services.claims import Claim, live_claim
+from runs.selectors.claims import Claim, live_claim
 from runs.templatetags.runs_extras import row_url, short_id
 
 register = template.Library()
@@ -32,6 +32,42 @@ WHO_BUTTON = (
 
 def _who_button(url: str, target: str, disabled: str, label: str) -> SafeString:
     return format_html(WHO_BUTTON, url, url, target, disabled, label)
+
+
+def _decider_controls(ticket: Any, claim: Claim | None, deciders: Any, target: str) -> SafeString:
+    """A decider's Claim (or Release) button, assign select and Assign button, disabled
+    while the ticket's team is frozen."""
+    disabled = " disabled" if getattr(ticket, "frozen_team", None) else ""
+    if claim and claim.mine:
+        release = row_url("runs:ticket-release", ticket.pk)
+        button = _who_button(release, target, disabled, "Release")
+    elif not claim:
+        button = _who_button(row_url("runs:ticket-claim", ticket.pk), target, disabled, "Claim")
+    else:
+        button = SafeString("")
+    options = format_html_join(
+        "",
+        '<option value="{}"{}>{}</option>',
+        (
+            (
+                user.username,
+                " selected" if user.pk == ticket.assigned_to_id else "",
+                user.username,
+            )
+            for user in deciders
+        ),
+    )
+    select = format_html(
+        '<select name="assignee-{}"{} aria-label="Assign {} {} to">'
+        '<option value="">nobody</option>{}</select>',
+        ticket.pk,
+        disabled,
+        ticket.tool_name,
+        short_id(ticket.pk),
+        options,
+    )
+    assign = _who_button(row_url("runs:ticket-assign", ticket.pk), target, disabled, "Assign")
+    return format_html('<div class="small">\n  {}\n  {}\n  {}\n</div>', button, select, assign)
 
 
 @register.simple_tag(takes_context=True)
@@ -67,37 +103,5 @@ def ticket_who(
     elif not claim and not decide:  # a decider reads "nobody" in the assign select
         parts.append('<span class="muted small">nobody</span>')
     if decide:
-        disabled = " disabled" if getattr(ticket, "frozen_team", None) else ""
-        if claim and claim.mine:
-            release = row_url("runs:ticket-release", ticket.pk)
-            button = _who_button(release, target, disabled, "Release")
-        elif not claim:
-            button = _who_button(row_url("runs:ticket-claim", ticket.pk), target, disabled, "Claim")
-        else:
-            button = SafeString("")
-        options = format_html_join(
-            "",
-            '<option value="{}"{}>{}</option>',
-            (
-                (
-                    user.username,
-                    " selected" if user.pk == ticket.assigned_to_id else "",
-                    user.username,
-                )
-                for user in deciders
-            ),
-        )
-        select = format_html(
-            '<select name="assignee-{}"{} aria-label="Assign {} {} to">'
-            '<option value="">nobody</option>{}</select>',
-            ticket.pk,
-            disabled,
-            ticket.tool_name,
-            short_id(ticket.pk),
-            options,
-        )
-        assign = _who_button(row_url("runs:ticket-assign", ticket.pk), target, disabled, "Assign")
-        parts.append(
-            format_html('<div class="small">\n  {}\n  {}\n  {}\n</div>', button, select, assign)
-        )
+        parts.append(_decider_controls(ticket, claim, deciders, target))
     return mark_safe("\n".join(parts))  # each part escaped above

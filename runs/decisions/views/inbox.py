@@ -19,14 +19,12 @@ from django.views.decorators.http import require_POST
 from common.access import allowed_unfrozen, frozen_teams_among
 from common.errors import InvalidInput, ServiceError
 from common.models import Team
-from runs.accounts.views.saved_views import saved_views_context
 from runs.decisions.selectors.inbox import (
     inbox_count,
-    inbox_filter_options,
     inbox_tickets,
     ticket_requests,
 )
-from runs.decisions.services.bulk import bulk_guard
+from runs.decisions.services.bulk import MAX_BULK, bulk_guard
 from runs.decisions.services.claims import deciders
 from runs.models import Ticket
 from runs.permissions import (
@@ -40,6 +38,7 @@ from runs.permissions import (
     visible_agent_ids,
 )
 from runs.runtime.types import ToolCallResumeMode
+from runs.selectors.base import agent_filter_options
 from runs.selectors.filters import (
     NAME_MAX_CHARS,
     SLUG_MAX_CHARS,
@@ -64,7 +63,6 @@ from runs.wording import DECISION_DONE, decision_done
 BULK_ACTIONS = {action: DECISION_DONE[action].lower() for action in ("approve", "reject")}
 # what a row's own buttons do: Approve, Reject, and Answer for a question
 ROW_ACTIONS = {action: DECISION_DONE[action].lower() for action in ("approve", "reject", "respond")}
-MAX_BULK = 500
 RESPOND_ONLY = ToolCallResumeMode.USE_DECISION_AS_TOOL_RESULT.value
 
 
@@ -220,7 +218,7 @@ def inbox_list_context(request: HttpRequest, filters: InboxFilters) -> dict[str,
 
 
 def _page_context(request: HttpRequest, filters: InboxFilters) -> dict[str, Any]:
-    agents, tools = inbox_filter_options(visible_agent_ids(request.user, VIEW_TICKET))
+    agents, tools = agent_filter_options(visible_agent_ids(request.user, VIEW_TICKET))
     # keep a filter value the options no longer hold (its last ticket was just decided)
     if filters.agent and filters.agent not in agents:
         agents.append(filters.agent)
@@ -229,7 +227,6 @@ def _page_context(request: HttpRequest, filters: InboxFilters) -> dict[str, Any]
     undo = key_undo_seconds()
     return {
         **inbox_list_context(request, filters),
-        **saved_views_context(request, "inbox"),
         "nav": "inbox",
         "undo_seconds": undo,
         "undo_seconds_text": f"{undo:g}",  # "5", "2.5"

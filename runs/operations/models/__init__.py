@@ -1,5 +1,5 @@
-"""The models of operations. They keep the `runs` app label (Meta.app_label):
-their tables, migrations, permissions and admin URLs are the run core's."""
+"""The models of operations, under the `operations` app label. Their tables keep the names
+they had as the run core's (runs_<model>, Meta.db_table)."""
 
 from runs.operations.models.failures import FailureGroup, FailureGroupRun
 from runs.operations.models.notifications import (

@@ -77,7 +77,8 @@ class FailureGroup(models.Model):
     )
 
     class Meta:
-        app_label = "runs"  # its tables, migrations, permissions and admin URLs stay the core's
+        app_label = "operations"
+        db_table = "runs_failuregroup"  # its table from when it was the core's
         ordering = ["-last_seen"]
         constraints = [
             models.UniqueConstraint(
@@ -112,7 +113,8 @@ class FailureGroupRun(models.Model):
     created_at = models.DateTimeField(help_text="When the run was created (the list's order).")
 
     class Meta:
-        app_label = "runs"  # its tables, migrations, permissions and admin URLs stay the core's
+        app_label = "operations"
+        db_table = "runs_failuregrouprun"  # its table from when it was the core's
         indexes = [
             models.Index(fields=["group", "-created_at", "-run_id"], name="failuregrouprun_idx"),
         ]

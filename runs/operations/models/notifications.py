@@ -57,7 +57,8 @@ class NotificationChannel(models.Model):
     updated_at = models.DateTimeField(default=timezone.now, help_text="Last changed at.")
 
     class Meta:
-        app_label = "runs"  # its tables, migrations, permissions and admin URLs stay the core's
+        app_label = "operations"
+        db_table = "runs_notificationchannel"  # its table from when it was the core's
         ordering = ["name"]
 
     def __str__(self) -> str:
@@ -94,7 +95,8 @@ class NotificationRule(models.Model):
     created_at = models.DateTimeField(default=timezone.now, help_text="Created at.")
 
     class Meta:
-        app_label = "runs"  # its tables, migrations, permissions and admin URLs stay the core's
+        app_label = "operations"
+        db_table = "runs_notificationrule"  # its table from when it was the core's
         ordering = ["channel__name", "id"]
 
     def __str__(self) -> str:
@@ -127,7 +129,8 @@ class NotificationSubscription(models.Model):
     created_at = models.DateTimeField(default=timezone.now, help_text="Subscribed at.")
 
     class Meta:
-        app_label = "runs"  # its tables, migrations, permissions and admin URLs stay the core's
+        app_label = "operations"
+        db_table = "runs_notificationsubscription"  # its table from when it was the core's
         ordering = ["user_id", "id"]
 
     def __str__(self) -> str:
@@ -196,7 +199,8 @@ class NotificationDelivery(models.Model):
     delivered_at = models.DateTimeField(null=True, blank=True, help_text="Delivered at.")
 
     class Meta:
-        app_label = "runs"  # its tables, migrations, permissions and admin URLs stay the core's
+        app_label = "operations"
+        db_table = "runs_notificationdelivery"  # its table from when it was the core's
         ordering = ["-created_at"]
         verbose_name_plural = "notification deliveries"
         indexes = [
@@ -249,7 +253,8 @@ class NotificationCircuit(models.Model):
     last_success_at = models.DateTimeField(null=True, blank=True, help_text="Last delivery.")
 
     class Meta:
-        app_label = "runs"  # its tables, migrations, permissions and admin URLs stay the core's
+        app_label = "operations"
+        db_table = "runs_notificationcircuit"  # its table from when it was the core's
         ordering = ["destination"]
 
     def __str__(self) -> str:

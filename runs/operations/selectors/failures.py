@@ -1,10 +1,12 @@
 """Failure groups as the pages read them: the failure groups page (a keyset page by last
-occurrence, one state at a time) and the dashboard's "Recent failures". Groups are few
+occurrence, one state at a time), the dashboard's "Recent failures" and the runs list's
+`failure_group` filter (FailureGroupScope). Groups are few
 (one per kind of failure and team), their agents read in one query per page."""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import QuerySet
@@ -60,6 +62,22 @@ def with_agents(groups: Iterable[FailureGroup]) -> None:
         }
     for group in groups:
         group.agents = [names[a] for a in group.agent_ids or [] if a in names]  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class FailureGroupScope:
+    """The runs list's `failure_group` filter (runs.selectors.runs.RunScope, declared in
+    AWAKEN_RUN_LIST_SCOPES): the runs linked to the group."""
+
+    group: str
+
+    def narrow(self, runs: QuerySet[Run]) -> QuerySet[Run]:
+        """Its links, by (group, created_at)."""
+        linked = FailureGroupRun.objects.filter(group_id=uuid_or_none(self.group))
+        return runs.filter(pk__in=linked.values("run_id"))
+
+    def page(self, runs: QuerySet[Run], cursor: str | None, size: int) -> Page:
+        return group_runs_page(runs, self.group, cursor, size)
 
 
 def group_runs_page(runs: QuerySet[Run], group: str, cursor: str | None, size: int) -> Page:

@@ -231,18 +231,11 @@ def _ticks(top: float, scale: float, unit: str) -> list[dict[str, Any]]:
     ]
 
 
-def glance(
-    window: str, now: dt.datetime | None = None, agent_ids: list[int] | None = None
-) -> dict[str, Any]:
-    """The figures of a named window and the geometry of their two charts: cost per day
-    stacked by agent, p50 and p95 duration per agent."""
-    start, end = window_bounds(window, now)
-    figures = usage(start, end, agent_ids=agent_ids)
-    agents = figures["by_agent"]
-    days = [entry["day"] for entry in agents[0]["cost_per_day"]] if agents else _days(start, end)
-    slot = CHART_WIDTH / max(len(days), 1)
-    daily = [sum(a["cost_per_day"][i]["cost_usd"] for a in agents) for i in range(len(days))]
-    peak = nice_top(float(max(daily, default=0)))
+def _cost_bars(
+    agents: list[dict[str, Any]], days: list[Any], slot: float, peak: float
+) -> list[dict[str, Any]]:
+    """One bar per day, its agents' costs stacked bottom up (scaled to `peak`), every
+    sixth day's label shown, and the last one's."""
     bars = []
     for index, day in enumerate(days):
         y, segments = COST_HEIGHT, []
@@ -265,6 +258,22 @@ def glance(
                 "tick": index % label_every == 0 or index == len(days) - 1,
             }
         )
+    return bars
+
+
+def glance(
+    window: str, now: dt.datetime | None = None, agent_ids: list[int] | None = None
+) -> dict[str, Any]:
+    """The figures of a named window and the geometry of their two charts: cost per day
+    stacked by agent, p50 and p95 duration per agent."""
+    start, end = window_bounds(window, now)
+    figures = usage(start, end, agent_ids=agent_ids)
+    agents = figures["by_agent"]
+    days = [entry["day"] for entry in agents[0]["cost_per_day"]] if agents else _days(start, end)
+    slot = CHART_WIDTH / max(len(days), 1)
+    daily = [sum(a["cost_per_day"][i]["cost_usd"] for a in agents) for i in range(len(days))]
+    peak = nice_top(float(max(daily, default=0)))
+    bars = _cost_bars(agents, days, slot, peak)
     slowest = nice_top(float(max((a["p95_seconds"] or 0 for a in agents), default=0)))
     rows = [
         {

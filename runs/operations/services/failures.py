@@ -146,6 +146,38 @@ def _db(value: Any, field_name: str) -> Any:
     )
 
 
+def _upsert_sql(table: str) -> str:
+    """INSERT ... ON CONFLICT DO UPDATE of a group: counts added, the seen span widened, the
+    last run kept by time, a resolved group reopened as a regression; returns the id, the
+    new count, the agents and whether it regressed now (its last parameter is the
+    occurrence's last time)."""
+    resolved = f"{table}.state = 'resolved'"
+    return (
+        f"INSERT INTO {table} (id, team_id, fingerprint, error_type, source, title, "
+        "sample_message, count, first_seen, last_seen, last_run_id, agent_ids, state, "
+        "state_changed_by_label) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+        "ON CONFLICT (team_id, fingerprint) DO UPDATE SET "
+        f"count = {table}.count + EXCLUDED.count, "
+        f"first_seen = CASE WHEN EXCLUDED.first_seen < {table}.first_seen "
+        f"THEN EXCLUDED.first_seen ELSE {table}.first_seen END, "
+        f"last_seen = CASE WHEN EXCLUDED.last_seen > {table}.last_seen "
+        f"THEN EXCLUDED.last_seen ELSE {table}.last_seen END, "
+        f"last_run_id = CASE WHEN EXCLUDED.last_seen >= {table}.last_seen "
+        f"THEN EXCLUDED.last_run_id ELSE {table}.last_run_id END, "
+        f"regressed_at = CASE WHEN {resolved} THEN EXCLUDED.last_seen "
+        f"ELSE {table}.regressed_at END, "
+        f"state_changed_at = CASE WHEN {resolved} THEN EXCLUDED.last_seen "
+        f"ELSE {table}.state_changed_at END, "
+        f"state_changed_by_id = CASE WHEN {resolved} THEN NULL "
+        f"ELSE {table}.state_changed_by_id END, "
+        f"state_changed_by_label = CASE WHEN {resolved} THEN 'a new failure' "
+        f"ELSE {table}.state_changed_by_label END, "
+        f"state = CASE WHEN {resolved} THEN 'open' ELSE {table}.state END "
+        f"RETURNING id, count, agent_ids, "
+        f"CASE WHEN {table}.regressed_at = %s THEN 1 ELSE 0 END"
+    )
+
+
 def _upsert(occ: Occurrences) -> Upserted:
     """One statement: insert the group or add to it. A resolved group is open again
     (`regressed_at` set to this occurrence); an ignored one stays ignored."""
@@ -170,31 +202,7 @@ def _upsert(occ: Occurrences) -> Upserted:
         "",
         when(occ.last),  # the regression check below
     ]
-    resolved = f"{table}.state = 'resolved'"
-    sql = (
-        f"INSERT INTO {table} (id, team_id, fingerprint, error_type, source, title, "
-        "sample_message, count, first_seen, last_seen, last_run_id, agent_ids, state, "
-        "state_changed_by_label) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
-        "ON CONFLICT (team_id, fingerprint) DO UPDATE SET "
-        f"count = {table}.count + EXCLUDED.count, "
-        f"first_seen = CASE WHEN EXCLUDED.first_seen < {table}.first_seen "
-        f"THEN EXCLUDED.first_seen ELSE {table}.first_seen END, "
-        f"last_seen = CASE WHEN EXCLUDED.last_seen > {table}.last_seen "
-        f"THEN EXCLUDED.last_seen ELSE {table}.last_seen END, "
-        f"last_run_id = CASE WHEN EXCLUDED.last_seen >= {table}.last_seen "
-        f"THEN EXCLUDED.last_run_id ELSE {table}.last_run_id END, "
-        f"regressed_at = CASE WHEN {resolved} THEN EXCLUDED.last_seen "
-        f"ELSE {table}.regressed_at END, "
-        f"state_changed_at = CASE WHEN {resolved} THEN EXCLUDED.last_seen "
-        f"ELSE {table}.state_changed_at END, "
-        f"state_changed_by_id = CASE WHEN {resolved} THEN NULL "
-        f"ELSE {table}.state_changed_by_id END, "
-        f"state_changed_by_label = CASE WHEN {resolved} THEN 'a new failure' "
-        f"ELSE {table}.state_changed_by_label END, "
-        f"state = CASE WHEN {resolved} THEN 'open' ELSE {table}.state END "
-        f"RETURNING id, count, agent_ids, "
-        f"CASE WHEN {table}.regressed_at = %s THEN 1 ELSE 0 END"
-    )
+    sql = _upsert_sql(table)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         group_id, total, agents, regressed = cursor.fetchone()

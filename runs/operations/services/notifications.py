@@ -1,15 +1,14 @@
-"""Notifications (docs/notifications.md): routing events to channels and subscribers, the
-durable outbox and its drain.
+"""Notifications (docs/notifications.md): routing events to channels and subscribers and
+the durable outbox they are written to.
 
 `notify_ticket` and `notify_run` are called inside the transaction of the event they tell
 about: they write one outbox row (a NotificationDelivery) per destination, deduplicated
 by the (destination, event, subject) constraints, so the notification exists exactly
-when the event committed. `notifications_drain` (the `runs.deliver_notifications` task,
-kicked after commit and ticked by beat) sends the due rows outside any transaction, each
-under a lease, and retries failures with exponential backoff until they are delivered or
-out of attempts, one destination at a time (`runs.operations.services.notify_circuit`: each
-destination's lease and circuit breaker). The task runs on its own `notifications` queue
-and worker, never beside runs. How one delivery is sent: `runs.operations.services.notify_send`.
+when the event committed. `kick_drain` rings the drain after commit (beat ticks it too);
+the drain itself (`runs.operations.services.notify_drain.notifications_drain`, the
+`runs.deliver_notifications` task) sends the due rows outside any transaction and retries
+failures with backoff. The task runs on its own `notifications` queue and worker, never
+beside runs.
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ import datetime as dt
 import fnmatch
 import json
 import logging
-import random
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -26,7 +24,6 @@ from typing import Any
 
 from celery import current_app
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.db import transaction
 from django.db.models import BigIntegerField, Value
@@ -41,22 +38,11 @@ from common.errors import IllegalTransition, InvalidInput
 from runs.models import Run, Ticket
 from runs.operations.models.notifications import (
     NotificationChannel,
-    NotificationCircuit,
     NotificationDelivery,
     NotificationEvent,
     NotificationRule,
     NotificationSubscription,
 )
-from runs.operations.services.notify_circuit import (
-    CLAIM_BATCH,
-    destination_filter,
-    due_deliveries,
-    lease_seconds,
-    record_outcome,
-    release_destination,
-    take_destination,
-)
-from runs.operations.services.notify_send import SendOutcome, send_delivery
 
 logger = logging.getLogger(__name__)
 
@@ -359,140 +345,6 @@ def kick_drain() -> None:
         current_app.tasks[DRAIN_TASK].delay()  # routed to the `notifications` queue
     except Exception:
         logger.warning("could not enqueue %s; the next tick will drain", DRAIN_TASK, exc_info=True)
-
-
-# --- the drain ----------------------------------------------------------------------------
-
-
-def _claim(batch: int, key: str) -> list[NotificationDelivery]:
-    """Take up to `batch` due rows of destination `key` (a `sending` row whose lease
-    lapsed is due again): mark them `sending` under a lease and count the attempt, in one
-    short transaction, and extend the destination's lease to match."""
-    now = timezone.now()
-    due = due_deliveries(now).filter(**destination_filter(key))
-    with transaction.atomic():
-        rows = list(due.select_for_update(skip_locked=True).order_by("next_attempt_at")[:batch])
-        if not rows:
-            return []
-        _with_destinations(rows)
-        lease = now + dt.timedelta(seconds=lease_seconds(len(rows)))
-        for row in rows:
-            row.status = NotificationDelivery.Status.SENDING
-            row.attempts += 1
-            row.next_attempt_at = lease
-            row.last_attempt_at = now
-        NotificationDelivery.objects.bulk_update(
-            rows, ["status", "attempts", "next_attempt_at", "last_attempt_at"]
-        )
-        NotificationCircuit.objects.filter(destination=key).update(busy_until=lease)
-    return rows
-
-
-def _with_destinations(rows: list[NotificationDelivery]) -> None:
-    """Read the rows' channels and users (one query each; a deleted one stays None,
-    while the row keeps its id: it then fails as deleted)."""
-    channel_field = NotificationDelivery._meta.get_field("channel")
-    user_field = NotificationDelivery._meta.get_field("user")
-    channel_ids = {row.channel_id for row in rows if row.channel_id is not None}
-    user_ids = {row.user_id for row in rows if row.user_id is not None}
-    channels = NotificationChannel.objects.in_bulk(channel_ids) if channel_ids else {}
-    users = get_user_model().objects.in_bulk(user_ids) if user_ids else {}
-    for row in rows:
-        channel_field.set_cached_value(row, channels.get(row.channel_id))
-        user_field.set_cached_value(row, users.get(row.user_id))
-
-
-def _unclaim(rows: list[NotificationDelivery]) -> None:
-    """Give back rows taken but not attempted (their destination's circuit opened):
-    pending again, due when it closes, the attempt not counted."""
-    Status = NotificationDelivery.Status
-    for row in rows:
-        NotificationDelivery.objects.filter(
-            pk=row.pk, status=Status.SENDING, attempts=row.attempts
-        ).update(status=Status.PENDING, attempts=row.attempts - 1, next_attempt_at=timezone.now())
-
-
-def retry_delay(attempts: int) -> float:
-    """Seconds before the next attempt after `attempts` failed ones: exponential, capped,
-    with jitter (half to all of it) so that a receiver coming back is not hit at once."""
-    base = float(settings.AWAKEN_NOTIFY_RETRY_BASE_SECONDS)
-    cap = float(settings.AWAKEN_NOTIFY_RETRY_MAX_SECONDS)
-    delay = min(cap, base * 2 ** max(attempts - 1, 0))
-    return delay * random.uniform(0.5, 1.0)
-
-
-def _finish(row: NotificationDelivery, outcome: SendOutcome) -> str:
-    """Record one attempt's outcome, if this drainer still holds the row (a guarded
-    update: a drainer whose lease lapsed writes nothing). Returns what became of it."""
-    now = timezone.now()
-    fields: dict[str, Any] = {
-        "response_code": outcome.response_code,
-        "last_error": outcome.error[:2000],
-    }
-    Status = NotificationDelivery.Status
-    if outcome.ok:
-        fields.update(status=Status.DELIVERED, delivered_at=now)
-    elif outcome.permanent or row.attempts >= settings.AWAKEN_NOTIFY_MAX_ATTEMPTS:
-        fields.update(status=Status.FAILED)
-    else:
-        fields.update(
-            status=Status.PENDING,
-            next_attempt_at=now + dt.timedelta(seconds=retry_delay(row.attempts)),
-        )
-    held = NotificationDelivery.objects.filter(
-        pk=row.pk, status=Status.SENDING, attempts=row.attempts
-    )
-    if not held.update(**fields):
-        return "lost"
-    return {Status.DELIVERED: "delivered", Status.FAILED: "failed"}.get(
-        fields["status"], "retrying"
-    )
-
-
-def _send(row: NotificationDelivery) -> SendOutcome:
-    try:
-        return send_delivery(row)
-    except Exception as exc:  # a bug must not leave the row leased for good
-        logger.exception("notification %s: sending failed", row.pk)
-        return SendOutcome(error=f"internal error: {type(exc).__name__}: {exc}")
-
-
-def _drain_destination(key: str, limit: int, counts: dict[str, int]) -> int:
-    """Send up to `limit` due deliveries of one leased destination, oldest first, until
-    none is due or its circuit opens; returns how many were taken."""
-    taken = 0
-    while taken < limit:
-        rows = _claim(min(CLAIM_BATCH, limit - taken), key)
-        if not rows:
-            break
-        taken += len(rows)
-        for index, row in enumerate(rows):
-            outcome = _send(row)
-            counts[_finish(row, outcome)] += 1
-            if record_outcome(key, outcome):
-                _unclaim(rows[index + 1 :])
-                return taken
-    return taken
-
-
-def notifications_drain(limit: int = 200) -> dict[str, int]:
-    """Send up to `limit` due deliveries, one destination after another; each delivery
-    is taken under a lease, sent outside any transaction, then marked delivered,
-    rescheduled or failed. Safe to run concurrently: each destination is sent to by one
-    drainer at a time, each delivery by one."""
-    counts = {"delivered": 0, "retrying": 0, "failed": 0, "lost": 0}
-    taken = 0
-    done: set[str] = set()
-    while taken < limit:
-        key = take_destination(done)
-        if key is None:
-            break
-        done.add(key)
-        try:
-            taken += _drain_destination(key, limit - taken, counts)
-        finally:
-            release_destination(key)
-    return counts
 
 
 # --- redelivery and subscriptions ---------------------------------------------------------

@@ -34,11 +34,10 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, NamedTuple, cast
+from typing import NamedTuple
 
 from django.db import DatabaseError, OperationalError, connection, transaction
-from django.db.models import Model, Q, QuerySet
-from django.db.models.deletion import SET_NULL
+from django.db.models import Q
 from django.utils import timezone
 
 from common.audit import SYSTEM, Actor, audit_record
@@ -55,11 +54,11 @@ from runs.models import (
 )
 from runs.operations.models.failures import FailureGroupRun
 from runs.operations.services.retention_archive import Archive, archive_lines, check_archive_dir
+from runs.operations.services.retention_links import check_relations, clear_links, raw_delete
 from runs.operations.services.retention_results import (
     BatchResult,
     PruneResult,
     RetentionError,
-    RetentionUnsafe,
 )
 from runs.services import stats
 
@@ -75,33 +74,6 @@ DEFAULT_PAUSE = 0.1
 DEFAULT_LOCK_TIMEOUT_MS = 200
 # Tries of one batch that keeps meeting busy rows before it is left for the next run.
 LOCK_RETRIES = 3
-
-# Links into the deleted tables that the batch deletes explicitly (the others, nullable
-# links to runs and threads, are cleared). A new cascading link must be added here and
-# to `_delete_batch` (and the archive), or retention refuses to run (`_check_relations`).
-_HANDLED = {
-    ("runs.RunEvent", "run"),
-    ("runs.ToolCall", "run"),
-    ("runs.Ticket", "run"),
-    ("runs.Ticket", "tool_call"),
-    ("runs.Decision", "ticket"),
-    ("runs.Run", "parent_run"),  # whole trees go together
-    ("runs.Run", "thread"),  # a thread goes only when it has no runs left
-    ("runs.Message", "thread"),
-    ("runs.BackgroundTask", "run"),
-    ("runs.PendingInput", "thread"),
-}
-_DELETED_MODELS: tuple[type[Model], ...] = (
-    Run,
-    Thread,
-    Message,
-    RunEvent,
-    ToolCall,
-    Ticket,
-    Decision,
-    BackgroundTask,
-    PendingInput,
-)
 
 
 class _Node(NamedTuple):
@@ -153,13 +125,8 @@ def prune_runs(
 
     Call it outside any transaction: each batch must commit on its own (inside an outer
     one the batches' locks, and `lock_timeout`, would last until the outer commit)."""
-    if older_than <= dt.timedelta(0):
-        raise RetentionError("the age must be positive")
-    if not 1 <= batch_size <= MAX_BATCH_SIZE:
-        raise RetentionError(f"the batch size must be between 1 and {MAX_BATCH_SIZE}")
-    if pause < 0:
-        raise RetentionError("the pause must not be negative")
-    _check_relations()
+    _check_arguments(older_than, batch_size, pause)
+    check_relations()
     started = time.monotonic()
     result = PruneResult(cutoff=timezone.now() - older_than, dry_run=dry_run)
     archive = None
@@ -193,6 +160,15 @@ def prune_runs(
         if not dry_run:
             _audit(result, actor, error)
     return result
+
+
+def _check_arguments(older_than: dt.timedelta, batch_size: int, pause: float) -> None:
+    if older_than <= dt.timedelta(0):
+        raise RetentionError("the age must be positive")
+    if not 1 <= batch_size <= MAX_BATCH_SIZE:
+        raise RetentionError(f"the batch size must be between 1 and {MAX_BATCH_SIZE}")
+    if pause < 0:
+        raise RetentionError("the pause must not be negative")
 
 
 def _run_batches(
@@ -345,20 +321,20 @@ def _delete_batch(
             orphans = _orphan_threads({node.thread_id for node in doomed.values()}, ids)
             if archive is not None:
                 archive.write(archive_lines(ids, orphans))
-            batch.decisions = _raw_delete(Decision.objects.filter(ticket__run_id__in=ids))
-            batch.tickets = _raw_delete(Ticket.objects.filter(run_id__in=ids))
-            batch.events = _raw_delete(RunEvent.objects.filter(run_id__in=ids))
-            batch.tool_calls = _raw_delete(ToolCall.objects.filter(run_id__in=ids))
-            batch.messages = _raw_delete(Message.objects.filter(thread_id__in=orphans))
-            _raw_delete(BackgroundTask.objects.filter(run_id__in=ids))
-            _raw_delete(PendingInput.objects.filter(thread_id__in=orphans))
-            _raw_delete(FailureGroupRun.objects.filter(run_id__in=ids))  # groups keep counts
-            _clear_links(Run, ids, deleting={Run: ids, Thread: orphans})
+            batch.decisions = raw_delete(Decision.objects.filter(ticket__run_id__in=ids))
+            batch.tickets = raw_delete(Ticket.objects.filter(run_id__in=ids))
+            batch.events = raw_delete(RunEvent.objects.filter(run_id__in=ids))
+            batch.tool_calls = raw_delete(ToolCall.objects.filter(run_id__in=ids))
+            batch.messages = raw_delete(Message.objects.filter(thread_id__in=orphans))
+            raw_delete(BackgroundTask.objects.filter(run_id__in=ids))
+            raw_delete(PendingInput.objects.filter(thread_id__in=orphans))
+            raw_delete(FailureGroupRun.objects.filter(run_id__in=ids))  # groups keep counts
+            clear_links(Run, ids, deleting={Run: ids, Thread: orphans})
             counted = stats.removal(ids)  # while the runs can still be read
-            batch.runs = _raw_delete(Run.objects.filter(pk__in=ids))
+            batch.runs = raw_delete(Run.objects.filter(pk__in=ids))
             if orphans:
-                _clear_links(Thread, orphans, deleting={Thread: orphans})
-                batch.threads = _raw_delete(Thread.objects.filter(pk__in=orphans))
+                clear_links(Thread, orphans, deleting={Thread: orphans})
+                batch.threads = raw_delete(Thread.objects.filter(pk__in=orphans))
             stats.apply(counted)  # last: it locks counter rows workers update too
     except BaseException:
         if archive is not None and mark is not None:
@@ -468,59 +444,6 @@ def _orphan_threads(threads: set[uuid.UUID], ids: list[uuid.UUID]) -> list[uuid.
         .values_list("pk", flat=True)
     )
     return sorted(locked - with_other_runs(locked))
-
-
-def _raw_delete(query: QuerySet[Any]) -> int:
-    """One `DELETE … WHERE …` compiled by the ORM: no objects loaded, no signals, no
-    cascade (the caller deletes the dependent rows first)."""
-    return int(query._raw_delete(query.db) or 0)
-
-
-def _nullable_links(model: type[Model]) -> list[tuple[type[Model], str]]:
-    links: list[tuple[type[Model], str]] = []
-    for rel in model._meta.get_fields(include_hidden=True):
-        reverse = rel.auto_created and not rel.concrete and (rel.one_to_many or rel.one_to_one)
-        if reverse and rel.on_delete is SET_NULL:  # type: ignore[union-attr]
-            links.append((cast(type[Model], rel.related_model), rel.field.name))  # type: ignore[union-attr]
-    return links
-
-
-def _clear_links(
-    model: type[Model],
-    ids: list[uuid.UUID],
-    *,
-    deleting: dict[type[Model], list[uuid.UUID]],
-) -> None:
-    """`UPDATE … SET link = NULL WHERE link IN (ids)` for every nullable link to `model`
-    (audit entries, notes, messages' producer, thread pointers, retries, parent threads),
-    leaving out the rows this batch deletes anyway. Each touches only rows of the batch."""
-    for related, name in _nullable_links(model):
-        query = related._base_manager.filter(**{f"{name}__in": ids})  # type: ignore[attr-defined]
-        if related in deleting:
-            query = query.exclude(pk__in=deleting[related])
-        query.update(**{name: None})
-
-
-def _check_relations() -> None:
-    """Refuse to run when a link into the deleted tables is neither handled here nor a
-    nullable link to runs or threads: raw deletes would otherwise leave it dangling (and
-    fail at commit on a foreign key)."""
-    unknown = []
-    for model in _DELETED_MODELS:
-        for rel in model._meta.get_fields(include_hidden=True):
-            if not (rel.auto_created and not rel.concrete and (rel.one_to_many or rel.one_to_one)):
-                continue
-            related = rel.related_model
-            key = (related._meta.label, rel.field.name)  # type: ignore[union-attr]
-            if key in _HANDLED:
-                continue
-            if rel.on_delete is SET_NULL and model in (Run, Thread):  # type: ignore[union-attr]
-                continue
-            unknown.append(f"{key[0]}.{key[1]} -> {model._meta.label}")
-    if unknown:
-        raise RetentionUnsafe(
-            "retention does not know how to remove rows linked by " + ", ".join(unknown)
-        )
 
 
 def _audit(result: PruneResult, actor: Actor, error: BaseException | None) -> None:

@@ -35,16 +35,12 @@ from django.utils import timezone
 
 from agents.selectors import agent_version_latest
 from common.audit import Actor, audit_record
-from common.errors import Frozen, IllegalTransition, InvalidInput, ServiceError
+from common.errors import Frozen, InvalidInput, ServiceError
 from common.teams import ensure_writable
-from runs.models import Run, Schedule, Thread
-from runs.services.creation import (
-    new_thread_for,
-    normalize_input_messages,
-    run_create,
-    thread_open_run,
-)
-from runs.services.submission import Submission
+from runs.models import Run, Schedule
+from runs.services.creation import normalize_input_messages
+from runs.services.submission import Origin, Submission, ThreadBusy
+from runs.services.submission_flow import submission_accept_within
 
 logger = logging.getLogger(__name__)
 
@@ -57,10 +53,6 @@ MAX_COUNTED = 1000  # missed cron slots counted one by one; more are reported as
 DST_HORIZON = dt.timedelta(hours=3)
 BUSY = "skipped: previous run still open"
 CRON_FIELDS = "minute hour day-of-month month day-of-week"
-
-
-class ThreadBusy(IllegalTransition):
-    """The one thread of a schedule (thread policy `same`) still has its previous run open."""
 
 
 # --- validation ------------------------------------------------------------------------------
@@ -246,30 +238,28 @@ def _start_run(schedule: Schedule, actor: Actor) -> Run:
     """Start the schedule's run (in the caller's transaction) on a new thread or on its one
     thread; ThreadBusy when that thread's previous run is still open."""
     schedule = (
-        Schedule.objects.select_for_update(of=("self",)).select_related("agent").get(pk=schedule.pk)
+        Schedule.objects.select_for_update(of=("self",))
+        .select_related("agent", "thread")
+        .get(pk=schedule.pk)
     )
     ensure_writable(schedule.agent.team_id)  # a frozen team's schedule does not fire
     # the submission command checks what the schedule sends, as for any other sender;
-    # accepting it differs (a busy thread is ThreadBusy, not queued input)
-    command = Submission.build(
-        agent=schedule.agent, messages=schedule.message, priority=schedule.priority, actor=actor
+    # a new run only (NEW_RUN): a busy thread is ThreadBusy, not queued input. The slot's
+    # claim is the schedule's idempotency: no key.
+    same = schedule.thread_policy == Schedule.ThreadPolicy.SAME
+    command = Submission.build_new_run(
+        agent=schedule.agent,
+        messages=schedule.message,
+        thread=schedule.thread if same else None,
+        priority=schedule.priority,
+        actor=actor,
+        origin=Origin(run_mode="scheduled", team_guard=False),  # checked above
+        schedule=schedule,
     )
-    messages = command.message_list
-    options: dict[str, Any] = {
-        "priority": command.priority,
-        "run_mode": "scheduled",
-        "schedule": schedule,
-    }
-    if schedule.thread_policy == Schedule.ThreadPolicy.SAME and schedule.thread_id:
-        thread = Thread.objects.select_for_update().filter(pk=schedule.thread_id).first()
-        if thread is not None:
-            if thread_open_run(thread) is not None:
-                raise ThreadBusy(BUSY, {"thread": str(thread.pk)})
-            return run_create(thread, schedule.agent, messages, actor, **options)
-    thread = new_thread_for(messages)
-    run = run_create(thread, schedule.agent, messages, actor, new_thread=True, **options)
-    if schedule.thread_policy == Schedule.ThreadPolicy.SAME:
-        Schedule.objects.filter(pk=schedule.pk).update(thread=thread)
+    run = submission_accept_within(command).run
+    assert run is not None  # NEW_RUN always starts one
+    if same and run.thread_id != schedule.thread_id:  # its first thread, or a new one
+        Schedule.objects.filter(pk=schedule.pk).update(thread=run.thread_id)
     return run
 
 

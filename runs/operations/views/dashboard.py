@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import render
+from django.template.loader import render_to_string
 
 from common.access import visible_teams
-from runs import selectors
+from runs.operations.selectors.dashboard import Dashboard, dashboard_cached
 from runs.operations.selectors.usage import DEFAULT_WINDOW, WINDOWS, glance
 from runs.permissions import VIEW, require, visible_agent_ids
-from runs.selectors.dashboard import Dashboard
 from runs.selectors.filters import QueryFilters, filter_errors_context
 from runs.views.forms import filter_page
 
@@ -24,7 +24,13 @@ def read_window(params: QueryDict) -> tuple[str, dict[str, str]]:
 def _figures(request: HttpRequest) -> Dashboard:
     """The figures of the user's teams (their runs, providers and endpoints)."""
     user = request.user
-    return selectors.dashboard_cached(visible_agent_ids(user), visible_teams(user, VIEW))
+    return dashboard_cached(visible_agent_ids(user), visible_teams(user, VIEW))
+
+
+def dashboard_figures_html() -> str:
+    """The figures panel of every team, as pushed to the open dashboards by the core's
+    websocket (runs.consumers, setting AWAKEN_DASHBOARD_FIGURES)."""
+    return render_to_string("runs/partials/dashboard_stats.html", {"dash": dashboard_cached()})
 
 
 @filter_page

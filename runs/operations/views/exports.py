@@ -15,13 +15,11 @@ from django.utils.http import content_disposition_header
 from common.models import AuditEntry
 from runs.accounts.selectors.audit import filter_audit, scope_audit
 from runs.accounts.views.audit import audit_response, read_audit_filters
-from runs.operations.services.exports import (
+from runs.operations.services.exports import export_filename, run_export_chunks, run_for_export
+from runs.operations.services.exports_csv import (
     audit_csv_rows,
     csv_chunks,
-    export_filename,
     export_max_rows,
-    run_export_chunks,
-    run_for_export,
     runs_csv_rows,
     runs_export_queryset,
 )

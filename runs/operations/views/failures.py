@@ -1,7 +1,7 @@
 """The failure groups page (docs/failure-groups.md): failed runs grouped by fingerprint,
 one state at a time (open by default), each group with its count, first and last
 occurrence, the agents affected and a link to its runs; and resolving, ignoring or
-reopening a group (operators of its team, `runs.change_failuregroup`; audited; refused
+reopening a group (operators of its team, `operations.change_failuregroup`; audited; refused
 while the team is frozen, the buttons then shown disabled with why)."""
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from runs.permissions import denied, require
 from runs.selectors.filters import QueryFilters, filter_errors_context
 from runs.views.forms import FormError, filter_page, page_action, render_form_error
 
-VIEW_GROUPS = "runs.view_failuregroup"
-CHANGE_GROUPS = "runs.change_failuregroup"
+VIEW_GROUPS = "operations.view_failuregroup"
+CHANGE_GROUPS = "operations.change_failuregroup"
 DONE = {
     "resolve": "Resolved: it opens again if it fails again.",
     "ignore": "Ignored: it is still counted, but stays out of the open list and the dashboard.",

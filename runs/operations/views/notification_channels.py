@@ -23,10 +23,10 @@ from runs.operations.notification_forms import NotificationChannelForm
 from runs.operations.services.notification_routes import channel_delete, channel_save
 from runs.permissions import forbidden, require
 
-VIEW = "runs.view_notificationchannel"
-ADD = "runs.add_notificationchannel"
-CHANGE = "runs.change_notificationchannel"
-DELETE = "runs.delete_notificationchannel"
+VIEW = "operations.view_notificationchannel"
+ADD = "operations.add_notificationchannel"
+CHANGE = "operations.change_notificationchannel"
+DELETE = "operations.delete_notificationchannel"
 SECRETS = ("url", "signing_secret")
 WORDS = {
     "name": ("Name", "Shown in routes and logs."),

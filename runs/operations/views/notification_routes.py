@@ -33,11 +33,11 @@ from runs.operations.services.notification_routes import rule_delete, rule_save
 from runs.permissions import forbidden, require
 from runs.views.forms import FormError, page_action, render_form_error, shown_data
 
-VIEW = "runs.view_notificationrule"
-ADD = "runs.add_notificationrule"
-CHANGE = "runs.change_notificationrule"
-DELETE = "runs.delete_notificationrule"
-VIEW_CHANNEL = "runs.view_notificationchannel"
+VIEW = "operations.view_notificationrule"
+ADD = "operations.add_notificationrule"
+CHANGE = "operations.change_notificationrule"
+DELETE = "operations.delete_notificationrule"
+VIEW_CHANNEL = "operations.view_notificationchannel"
 EVENT_LABELS = dict(NotificationEvent.choices)
 
 
@@ -101,7 +101,7 @@ def _list_context(request: HttpRequest) -> dict[str, Any]:
         "rows": [_row(user, rule) for rule in _visible(user)],
         "channels": channels,
         "channel_admin": {
-            verb: site_wide(user, f"runs.{verb}_notificationchannel")
+            verb: site_wide(user, f"operations.{verb}_notificationchannel")
             for verb in ("add", "change", "delete")
         },
         "may_add": allowed_unfrozen(user, ADD),

@@ -30,7 +30,7 @@ from runs.operations.services.notifications import (
 from runs.permissions import VIEW, require
 from runs.views.forms import FormError, page_action, render_form_error, shown_data
 
-VIEW_RULES = "runs.view_notificationrule"
+VIEW_RULES = "operations.view_notificationrule"
 
 
 class SubscriptionForm(forms.Form):

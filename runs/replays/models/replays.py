@@ -74,7 +74,8 @@ class ReplaySet(models.Model):
     )
 
     class Meta:
-        app_label = "runs"  # its tables, migrations, permissions and admin URLs stay the core's
+        app_label = "replays"
+        db_table = "runs_replayset"  # its table from when it was the core's
         ordering = ["-created_at"]
         permissions = [("replay_runs", "Can replay past runs on an agent version")]
 
@@ -96,14 +97,14 @@ class ReplayItem(models.Model):
     )
     position = models.PositiveIntegerField(help_text="Order in the set (oldest original first).")
     original_run = models.ForeignKey(
-        "Run",
+        "runs.Run",
         null=True,
         on_delete=models.SET_NULL,
         related_name="+",
         help_text="Run replayed (empty once retention deleted it).",
     )
     replay_run = models.OneToOneField(
-        "Run",
+        "runs.Run",
         null=True,
         blank=True,
         on_delete=models.SET_NULL,
@@ -116,7 +117,8 @@ class ReplayItem(models.Model):
     note = models.CharField(max_length=300, blank=True, help_text="Why it was skipped.")
 
     class Meta:
-        app_label = "runs"  # its tables, migrations, permissions and admin URLs stay the core's
+        app_label = "replays"
+        db_table = "runs_replayitem"  # its table from when it was the core's
         ordering = ["replay_set", "position"]
         constraints = [
             models.UniqueConstraint(

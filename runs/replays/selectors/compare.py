@@ -7,16 +7,14 @@ each, for both runs at once where the rows allow), each capped at a number of ro
 
 from __future__ import annotations
 
-import datetime as dt
 import difflib
 import re
-from decimal import Decimal
 from typing import Any
 
 from django.db.models import Q
 
-from agents.pricing import cost_label, cost_text, run_cost_usd
 from runs.models import Decision, Message, Run, Ticket, ToolCall
+from runs.replays.selectors.compare_summary import run_head, run_summary
 
 # The newest messages of a run's input shown (a long thread's history is left out).
 INPUT_SHOWN = 20
@@ -67,6 +65,28 @@ def run_compare(a: Run, b: Run) -> dict[str, Any]:
     for run in (a, b):
         sides[run.pk] = _side(run, inputs[run.pk], produced[run.pk], step_calls[run.pk], tickets)
     side_a, side_b = sides[a.pk], sides[b.pk]
+    rows, spans = _step_rows(a, b, side_a, side_b, pair)
+    return {
+        "same_run": same,
+        "a": run_head(a),
+        "b": run_head(b),
+        "fork": None
+        if pair is None
+        else {"original": str(pair[0].pk), "fork": str(pair[1].pk), "step": pair[2]},
+        "summary": run_summary(a, b),
+        "steps": rows,
+        "steps_truncated": max(spans[:2]) > MAX_STEPS or side_a["truncated"] or side_b["truncated"],
+        "different_steps": [row["step"] for row in rows if row["different"]],
+        "tickets": _ticket_rows(side_a["tickets"], side_b["tickets"]),
+        "tickets_truncated": tickets["truncated"],
+    }
+
+
+def _step_rows(
+    a: Run, b: Run, side_a: dict[str, Any], side_b: dict[str, Any], pair: Any
+) -> tuple[list[dict[str, Any]], list[int]]:
+    """The input row, then one row per step index up to the longer run (at most
+    MAX_STEPS), a fork's steps shifted by its fork step; and the spans they were cut from."""
     shift = {run.pk: 0 for run in (a, b)}
     if pair is not None:
         shift[pair[1].pk] = pair[2]
@@ -79,20 +99,7 @@ def run_compare(a: Run, b: Run) -> dict[str, Any]:
         row = _row(index, side_a["steps"].get(index), side_b["steps"].get(index))
         row["copied"] = index < copied
         rows.append(row)
-    return {
-        "same_run": same,
-        "a": _run_head(a),
-        "b": _run_head(b),
-        "fork": None
-        if pair is None
-        else {"original": str(pair[0].pk), "fork": str(pair[1].pk), "step": pair[2]},
-        "summary": _summary(a, b),
-        "steps": rows,
-        "steps_truncated": max(spans[:2]) > MAX_STEPS or side_a["truncated"] or side_b["truncated"],
-        "different_steps": [row["step"] for row in rows if row["different"]],
-        "tickets": _ticket_rows(side_a["tickets"], side_b["tickets"]),
-        "tickets_truncated": tickets["truncated"],
-    }
+    return rows, spans
 
 
 # --- reads ---------------------------------------------------------------------------------
@@ -419,100 +426,6 @@ def _ticket_rows(a: list[Ticket], b: list[Ticket]) -> list[dict[str, Any]]:
         )
         rows.append({"index": index, "different": different, "a": left, "b": right})
     return rows
-
-
-# --- the runs and their summary ---------------------------------------------------------------
-
-
-def version_label(run: Run) -> str:
-    version = run.agent_version
-    return f"v{version.number}" + (" draft" if version.draft else "")
-
-
-def _run_head(run: Run) -> dict[str, Any]:
-    return {
-        "id": str(run.pk),
-        "thread_id": str(run.thread_id),
-        "agent": run.agent.slug,
-        "agent_version": version_label(run),
-        "status": run.status,
-        "status_reason": run.status_reason or None,
-        "run_mode": run.run_mode,
-        "retry_of": str(run.retry_of_id) if run.retry_of_id else None,
-        "forked_from": str(run.forked_from_id) if run.forked_from_id else None,
-        "fork_step": run.fork_step,
-        "created_at": run.created_at.isoformat(),
-        "final_output": run.final_output,
-    }
-
-
-def _duration(run: Run) -> float | None:
-    if run.started_at is None or run.finished_at is None:
-        return None
-    return round((run.finished_at - run.started_at).total_seconds(), 3)
-
-
-def _duration_text(seconds: float | None) -> str:
-    if seconds is None:
-        return "–"
-    value = dt.timedelta(seconds=seconds)
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, rest = divmod(int(value.total_seconds()), 60)
-    return f"{minutes} min {rest} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
-
-
-def _outcome(run: Run) -> str:
-    return f"{run.status} ({run.status_reason})" if run.status_reason else run.status
-
-
-def _cost(run: Run) -> Decimal | None:
-    return run_cost_usd(run)
-
-
-def _summary(a: Run, b: Run) -> list[dict[str, Any]]:
-    """One row per compared figure: its value on each side (`a`, `b`), as shown (`a_text`,
-    `b_text`), and whether they differ (the values; the duration as shown, to a tenth of a
-    second). Cost is the exact decimal (null: unpriced); duration needs both times."""
-    figures: list[tuple[str, str, Any, Any, str, str]] = []
-
-    def add(key: str, label: str, value: Any, shown: Any = str) -> None:
-        figures.append((key, label, value(a), value(b), shown(value(a)), shown(value(b))))
-
-    add("outcome", "outcome", _outcome)
-    add("steps", "steps", lambda r: r.steps)
-    add("input_tokens", "input tokens", lambda r: r.input_tokens)
-    add("output_tokens", "output tokens", lambda r: r.output_tokens)
-    add("cost_usd", "cost", lambda r: cost_text(_cost(r)), lambda v: cost_label(_decimal(v)))
-    add("duration_seconds", "duration", _duration, _duration_text)
-    add("agent", "agent", lambda r: r.agent.slug)
-    add("agent_version", "version", version_label)
-    return [
-        {
-            "key": key,
-            "label": label,
-            "a": value_a,
-            "b": value_b,
-            "a_text": text_a,
-            "b_text": text_b,
-            "different": text_a != text_b if key == "duration_seconds" else value_a != value_b,
-        }
-        for key, label, value_a, value_b, text_a, text_b in _exact_costs(figures)
-    ]
-
-
-def _exact_costs(figures: list[tuple[str, str, Any, Any, str, str]]) -> list[Any]:
-    """Two different costs that round to the same label are shown exactly."""
-    shown = []
-    for key, label, value_a, value_b, text_a, text_b in figures:
-        if key == "cost_usd" and value_a != value_b and text_a == text_b:
-            text_a, text_b = (f"${v}" if v is not None else "—" for v in (value_a, value_b))
-        shown.append((key, label, value_a, value_b, text_a, text_b))
-    return shown
-
-
-def _decimal(value: str | None) -> Decimal | None:
-    return Decimal(value) if value is not None else None
 
 
 def runs_for_compare(ids: list[Any]) -> dict[Any, Run]:

@@ -21,7 +21,8 @@ from runs.message_rows import message_from_row
 from runs.models import Message, Run
 from runs.replays.selectors.forks import editable_messages, fork_cuts, fork_prefix
 from runs.runtime import types as rt
-from runs.services.creation import new_thread_for, run_create
+from runs.services.submission import Origin, Submission
+from runs.services.submission_flow import submission_accept_within
 
 FORK_VERSIONS = ("original", "latest", "draft")
 
@@ -125,21 +126,40 @@ def run_fork(
         else None
     )
     copies = _copies(prefix, edited)
-    thread = new_thread_for(copies)
-    thread.resource_id = run.thread.resource_id
-    fork = run_create(
-        thread,
-        run.agent,
-        copies,
-        actor,
-        new_thread=True,
+    # the copy is history (any role), not new input: the command checks it by its own rule
+    command = Submission.build_new_run(
+        agent=run.agent,
+        history=copies,
         priority=run.priority,
-        run_mode="fork",
-        version=pinned,
+        actor=actor,
+        origin=Origin(
+            run_mode="fork",
+            version=pinned,
+            resource_id=run.thread.resource_id,
+            team_guard=False,  # checked above, before anything was read
+        ),
         forked_from=run,
         fork_step=step,
         fork_edit=fork_edit,
     )
+    fork = submission_accept_within(command).run
+    assert fork is not None  # NEW_RUN always starts one
+    _audit_fork(run, fork, actor, step, version, pinned, len(copies), fork_edit)
+    return fork
+
+
+def _audit_fork(
+    run: Run,
+    fork: Run,
+    actor: Actor,
+    step: int,
+    version: str,
+    pinned: AgentVersion,
+    copied: int,
+    fork_edit: dict[str, Any] | None,
+) -> None:
+    """The `run.fork` audit entry: from which run and version, at which step, to which
+    pinned version, with how many copied messages and which edit."""
     audit_record(
         actor=actor,
         action="run.fork",
@@ -153,8 +173,7 @@ def run_fork(
             "version": version,
             "agent_version": pinned.number,
             "draft": pinned.draft,
-            "messages": len(copies),
+            "messages": copied,
             "edit": fork_edit,
         },
     )
-    return fork

@@ -11,6 +11,7 @@ and starts pending ones in position order, oldest set first, with guarded update
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from collections import defaultdict
 from typing import Any
@@ -26,14 +27,15 @@ from runs.models import PRIORITY_MAX, Decision, Message, Run, Ticket
 from runs.replays.models.replays import ReplayItem, ReplaySet
 from runs.replays.services.replay_tools import arguments_key
 from runs.runtime import types as rt
-from runs.services.creation import new_thread_for, run_create
 from runs.services.dispatch import enqueue_on_commit
+from runs.services.run_end import REPLAY_MODE
+from runs.services.submission import Origin, Submission
+from runs.services.submission_flow import submission_accept_within
 from runs.services.tickets import decision_submit
 
 logger = logging.getLogger(__name__)
 
 REPLAY_PRIORITY = PRIORITY_MAX  # the lowest: workers take live runs first
-REPLAY_MODE = "replay"
 POLICY_ACTOR = Actor(label="replay policy", source="replay")
 
 
@@ -64,21 +66,24 @@ def _start_item(item: ReplayItem, replay_set: ReplaySet) -> bool:
             status=ReplayItem.Status.SKIPPED, note=note
         )
         return False
-    thread = new_thread_for(messages)
-    thread.title = f"replay: {thread.title}"[:300]
     actor = Actor(
         user=replay_set.created_by, label=f"replay {replay_set.pk}"[:200], source="replay"
     )
-    run = run_create(
-        thread,
-        replay_set.agent,
-        messages,
-        actor,
-        new_thread=True,
-        version=replay_set.version,
-        run_mode=REPLAY_MODE,
+    # the original's input as stored (checked when it was sent): history, not new input
+    command = Submission.build_new_run(
+        agent=replay_set.agent,
+        history=messages,
         priority=REPLAY_PRIORITY,
+        actor=actor,
+        origin=Origin(
+            run_mode=REPLAY_MODE,
+            version=replay_set.version,
+            title_prefix="replay: ",
+            team_guard=False,  # the replay policy is not guarded by a freeze
+        ),
     )
+    run = submission_accept_within(command).run
+    assert run is not None  # NEW_RUN always starts one
     started = ReplayItem.objects.filter(pk=item.pk, status=ReplayItem.Status.PENDING).update(
         status=ReplayItem.Status.RUNNING, replay_run=run
     )
@@ -158,6 +163,11 @@ def replays_repair() -> int:
     repaired = stale.update(status=ReplayItem.Status.DONE)
     has_work = ReplaySet.objects.filter(status=ReplaySet.Status.RUNNING).exists()
     return repaired + (replays_start_next() if has_work else 0)
+
+
+def replays_sweep(now: dt.datetime) -> dict[str, int]:
+    """The sweep's step for replays (settings AWAKEN_SWEEP_STEPS): replays_repair."""
+    return {"replays_repaired": replays_repair()}
 
 
 # --- tickets ------------------------------------------------------------------------------

@@ -29,7 +29,8 @@ from common.errors import IllegalTransition, InvalidInput
 from common.teams import ensure_writable
 from runs.models import Run
 from runs.replays.models.replays import ReplayItem, ReplaySet
-from runs.replays.services.replay_flow import REPLAY_MODE, replays_start_next
+from runs.replays.services.replay_flow import replays_start_next
+from runs.services.run_end import REPLAY_MODE
 from runs.services.runs import run_cancel_unchecked
 
 MAX_LIMIT = 200

@@ -8,16 +8,35 @@ from typing import Any
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from common.access import allowed_unfrozen, frozen_team_of
 from common.audit import request_actor
 from runs.models import Run
 from runs.permissions import FORK, denied, forbidden, require, visible_or_404
-from runs.replays.selectors.forks import fork_panel
+from runs.replays.selectors.forks import fork_panel, run_forks
 from runs.replays.services.forks import run_fork
-from runs.views.detail import fork_context, run_page_full_context
+from runs.views.detail import run_page_full_context
 from runs.views.forms import FormError, page_action, render_form_error
+
+# forks the run page links to (the API lists them all)
+FORKS_SHOWN = 20
+
+
+def fork_context(request: HttpRequest, run: Run, **panel: Any) -> dict[str, Any]:
+    """The run page's forks card: provenance, the run's forks and, for those who may start
+    runs, the fork form (`panel`: `fork_panel`'s choices)."""
+    forks = run_forks(run)
+    return {
+        "forks": list(forks[:FORKS_SHOWN]),
+        "forks_count": forks.count(),
+        # a frozen team's form is shown with its button disabled and why
+        "fork": fork_panel(run, **panel) if allowed_unfrozen(request.user, FORK, run) else None,
+        "fork_frozen": frozen_team_of(request.user, run),
+        "fork_open": bool(panel),
+        "compare_url": reverse("runs:run-compare"),
+    }
 
 
 def _number(raw: str) -> int | None:
@@ -53,19 +72,14 @@ def fork_form(request: HttpRequest, run_id: Any) -> HttpResponse:
 def _fork_error(request: HttpRequest, error: FormError, run_id: Any) -> HttpResponse:
     """The run page with the fork form open, what was chosen kept and the reason."""
     context = run_page_full_context(request, run_id)
-    raw_seq = error.value("edit_seq")
-    context.update(
-        fork_context(
-            request,
-            context["run"],
-            step=_number(error.value("step")),
-            edit_seq=_number(raw_seq),
-            version=error.value("version"),
-            edit_text=error.value("edit_text"),
-            error=error.text,
-        )
-    )
-    error.shown = context["fork"] is not None  # the fork form says it
+    context["fork_choices"] = {  # the forks card (templatetags/fork_tags.py) opens the form
+        "step": _number(error.value("step")),
+        "edit_seq": _number(error.value("edit_seq")),
+        "version": error.value("version"),
+        "edit_text": error.value("edit_text"),
+        "error": error.text,
+    }
+    error.shown = allowed_unfrozen(request.user, FORK, context["run"])  # the fork form says it
     return render_form_error(request, "runs/run_detail.html", context, error)
 
 

@@ -1,5 +1,5 @@
 """The replay pages (docs/replays.md): the sets and the "New replay" form (admins:
-`runs.replay_runs`; viewers read with `runs.view_replayset`), how many runs a filter
+`replays.replay_runs`; viewers read with `replays.view_replayset`), how many runs a filter
 matches, one set's table (refetched while it runs) and its cancel."""
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from runs.replays.services.replays import (
 )
 from runs.views.forms import FormError, page_action, render_form_error
 
-VIEW_REPLAYS = "runs.view_replayset"
-REPLAY = "runs.replay_runs"
+VIEW_REPLAYS = "replays.view_replayset"
+REPLAY = "replays.replay_runs"
 REFRESH_SECONDS = 2
 
 

@@ -18,13 +18,13 @@ from runs.decisions.services import claims
 from runs.decisions.services.claims import (
     CLAIM_MINUTES,
     deciders,
-    live_claim,
     ticket_assign,
     ticket_claim,
     ticket_release,
 )
 from runs.models import Run, Ticket
 from runs.realtime import DASHBOARD_GROUP, run_group
+from runs.selectors.claims import live_claim
 from runs.services.runs import run_cancel
 from runs.services.tickets import decision_submit
 from tests.factories import superuser, user_with_role, view_only_user, waiting_run

@@ -23,17 +23,15 @@ from common.audit import Actor, audit_record
 from common.models import AuditEntry
 from runs import selectors
 from runs.models import Run, RunEvent, Thread, Ticket
-from runs.operations.services import exports
-from runs.operations.services.exports import (
+from runs.operations.services import exports, exports_csv
+from runs.operations.services.exports import SCHEMA, run_export, run_export_chunks
+from runs.operations.services.exports_csv import (
     AUDIT_COLUMNS,
     RUN_COLUMNS,
-    SCHEMA,
     TRUNCATED,
     csv_cell,
     csv_chunks,
     neutralize,
-    run_export,
-    run_export_chunks,
     runs_csv_rows,
     runs_export_queryset,
 )
@@ -302,7 +300,7 @@ def queries_of(client: Any, path: str) -> tuple[int, int]:
 
 
 def test_csv_exports_read_with_a_constant_number_of_queries(viewer_client, monkeypatch):
-    monkeypatch.setattr(exports, "CHUNK_ROWS", 3)  # several chunks
+    monkeypatch.setattr(exports_csv, "CHUNK_ROWS", 3)  # several chunks
     plain_runs(2)
     for index in range(2):
         audit_record(

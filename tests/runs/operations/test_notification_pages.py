@@ -17,7 +17,7 @@ from runs.operations.models.notifications import (
     NotificationRule,
     NotificationSubscription,
 )
-from runs.operations.services.notifications import notifications_drain
+from runs.operations.services.notify_drain import notifications_drain
 from runs.operations.services.notify_send import channel_secret
 from tests.factories import scripted_agent, user_with_role
 from tests.runs.notify_helpers import (
@@ -55,7 +55,9 @@ def test_an_admin_adds_a_webhook_channel_and_sees_its_generated_secret_once(clie
     settings.AWAKEN_NOTIFY_ALLOW_PRIVATE = True
     admin = staff_client(client, "admin", "ada")
     url = "http://127.0.0.1:9/in?token=t0ps3cret"
-    response = admin.post(reverse("admin:runs_notificationchannel_add"), channel_form(url=url))
+    response = admin.post(
+        reverse("admin:operations_notificationchannel_add"), channel_form(url=url)
+    )
     assert response.status_code == 200, response.content
     assert "no-store" in response["Cache-Control"]
     hook = NotificationChannel.objects.get()
@@ -65,7 +67,7 @@ def test_an_admin_adds_a_webhook_channel_and_sees_its_generated_secret_once(clie
     entry = AuditEntry.objects.get(action="notificationchannel.create")
     assert "t0ps3cret" not in json.dumps(entry.after) and secret not in json.dumps(entry.after)
     assert entry.after["url_stored"] is True and entry.after["signing_secret_stored"] is True
-    page = admin.get(reverse("admin:runs_notificationchannel_change", args=[hook.pk]))
+    page = admin.get(reverse("admin:operations_notificationchannel_change", args=[hook.pk]))
     assert secret not in page.content.decode() and "t0ps3cret" not in page.content.decode()
 
 
@@ -73,7 +75,7 @@ def test_the_admin_refuses_a_private_webhook_address(client, settings):
     settings.AWAKEN_NOTIFY_ALLOW_PRIVATE = False
     admin = staff_client(client, "admin", "ada")
     response = admin.post(
-        reverse("admin:runs_notificationchannel_add"),
+        reverse("admin:operations_notificationchannel_add"),
         channel_form(url="http://127.0.0.1:9/in"),
     )
     assert response.status_code == 200
@@ -86,10 +88,10 @@ def test_an_admin_routes_events_with_a_rule(client):
     admin = staff_client(client, "admin", "ada")
     hook = channel("https://hooks.example.com/x")
     data = {"channel": hook.pk, "events": ["run.failed"], "tool": "send_*", "enabled": "on"}
-    response = admin.post(reverse("admin:runs_notificationrule_add"), data)
+    response = admin.post(reverse("admin:operations_notificationrule_add"), data)
     assert response.status_code == 200 and "ticket events only" in response.content.decode()
     data["events"] = ["ticket.opened", "ticket.deadline_near"]
-    assert admin.post(reverse("admin:runs_notificationrule_add"), data).status_code == 302
+    assert admin.post(reverse("admin:operations_notificationrule_add"), data).status_code == 302
     assert NotificationRule.objects.get().events == ["ticket.opened", "ticket.deadline_near"]
 
 
@@ -97,16 +99,16 @@ def test_an_admin_routes_events_with_a_rule(client):
 def test_viewers_and_operators_read_channels_and_rules_but_do_not_configure(client, role):
     hook = channel("https://hooks.example.com/x")
     staff = staff_client(client, role, role)
-    assert staff.get(reverse("admin:runs_notificationchannel_changelist")).status_code == 200
-    assert staff.get(reverse("admin:runs_notificationrule_changelist")).status_code == 200
-    change = reverse("admin:runs_notificationchannel_change", args=[hook.pk])
+    assert staff.get(reverse("admin:operations_notificationchannel_changelist")).status_code == 200
+    assert staff.get(reverse("admin:operations_notificationrule_changelist")).status_code == 200
+    change = reverse("admin:operations_notificationchannel_change", args=[hook.pk])
     assert staff.get(change).status_code == 200
     assert staff.post(change, channel_form()).status_code == 403
-    add = reverse("admin:runs_notificationchannel_add")
+    add = reverse("admin:operations_notificationchannel_add")
     assert staff.post(add, channel_form(name="mine")).status_code == 403
-    rules = reverse("admin:runs_notificationrule_add")
+    rules = reverse("admin:operations_notificationrule_add")
     assert staff.post(rules, {"channel": hook.pk, "enabled": "on"}).status_code == 403
-    assert staff.get(reverse("admin:runs_notificationdelivery_changelist")).status_code == 403
+    assert staff.get(reverse("admin:operations_notificationdelivery_changelist")).status_code == 403
     assert NotificationChannel.objects.count() == 1 and not NotificationRule.objects.exists()
 
 
@@ -116,7 +118,7 @@ def test_an_admin_redelivers_from_the_delivery_log(client, receiver, settings):
     delivery = queued_webhook(receiver.url)
     notifications_drain()
     admin = staff_client(client, "admin", "ada")
-    log = reverse("admin:runs_notificationdelivery_changelist")
+    log = reverse("admin:operations_notificationdelivery_changelist")
     page = admin.get(log)
     assert page.status_code == 200 and "HTTP 500" in page.content.decode()
     assert str(delivery.pk) in admin.get(log, {"q": str(delivery.pk)}).content.decode()
@@ -171,7 +173,7 @@ def test_a_user_who_may_not_view_runs_gets_no_notifications_page(client):
 
 def test_slack_and_email_channels_have_no_secret_and_email_needs_addresses(client):
     admin = staff_client(client, "admin", "ada")
-    add = reverse("admin:runs_notificationchannel_add")
+    add = reverse("admin:operations_notificationchannel_add")
     slack = admin.post(
         add, channel_form(name="slack", kind="slack", url="http://127.0.0.1:9/services/T0/B0")
     )

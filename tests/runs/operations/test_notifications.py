@@ -25,13 +25,14 @@ from runs.operations.models.notifications import (
     NotificationSubscription,
 )
 from runs.operations.services import notifications as notify
+from runs.operations.services import notify_drain
 from runs.operations.services.notifications import (
     Route,
     delivery_redeliver,
-    notifications_drain,
     notify_ticket,
     subscription_add,
 )
+from runs.operations.services.notify_drain import notifications_drain
 from runs.services.execution import run_advance, runs_sweep
 from runs.services.leases import run_claim
 from runs.services.submission_flow import run_start
@@ -254,7 +255,7 @@ def test_a_failed_attempt_backs_off_exponentially_then_gives_up(receiver, settin
 
 def test_the_backoff_is_capped(settings):
     settings.AWAKEN_NOTIFY_RETRY_MAX_SECONDS = 60.0
-    assert all(30.0 <= notify.retry_delay(attempts) <= 60.0 for attempts in (4, 10, 40))
+    assert all(30.0 <= notify_drain.retry_delay(attempts) <= 60.0 for attempts in (4, 10, 40))
 
 
 def test_a_refused_connection_is_retried_and_a_lapsed_lease_is_taken_again(receiver):
@@ -278,14 +279,14 @@ def test_a_refused_connection_is_retried_and_a_lapsed_lease_is_taken_again(recei
 
 def test_a_drainer_that_lost_its_lease_writes_nothing(receiver, monkeypatch):
     delivery = queued_webhook(receiver.url)
-    original = notify.send_delivery
+    original = notify_drain.send_delivery
 
     def slow_send(row: NotificationDelivery) -> Any:
         # meanwhile the lease lapsed and another drainer took the row
         NotificationDelivery.objects.filter(pk=row.pk).update(attempts=row.attempts + 1)
         return original(row)
 
-    monkeypatch.setattr(notify, "send_delivery", slow_send)
+    monkeypatch.setattr(notify_drain, "send_delivery", slow_send)
     assert notifications_drain()["lost"] == 1
     delivery.refresh_from_db()
     assert delivery.status == "sending"  # the other drainer's to finish

@@ -23,7 +23,7 @@ from runs.operations.models.notifications import (
     NotificationDelivery,
 )
 from runs.operations.services import notifications as notify
-from runs.operations.services.notifications import notifications_drain
+from runs.operations.services.notify_drain import notifications_drain
 from runs.operations.services.notify_send import post_json
 from tests.factories import user_with_role
 from tests.runs.notify_helpers import (
@@ -228,10 +228,10 @@ def test_the_channels_admin_shows_a_paused_channel_and_why(client, receiver, set
     admin.is_staff = True
     admin.save(update_fields=["is_staff"])
     client.force_login(admin)
-    page = client.get(reverse("admin:runs_notificationchannel_changelist")).content.decode()
+    page = client.get(reverse("admin:operations_notificationchannel_changelist")).content.decode()
     assert "paused until" in page and "after 2 failures in a row: HTTP 503" in page
     assert page.count(">ok<") == 1  # the quiet one
-    detail = client.get(reverse("admin:runs_notificationchannel_change", args=[paused.pk]))
+    detail = client.get(reverse("admin:operations_notificationchannel_change", args=[paused.pk]))
     assert "paused until" in detail.content.decode()
 
 

@@ -372,7 +372,7 @@ def test_a_schedule_broken_behind_the_form_stops_instead_of_failing_every_second
 
 
 def test_the_celery_task_fires_due_schedules():
-    from runs.tasks import fire_schedules
+    from runs.operations.tasks import fire_schedules
 
     schedule = make(next_run_at=at(2020, 1, 1))
     assert fire_schedules.name == "runs.fire_schedules"

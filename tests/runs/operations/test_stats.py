@@ -11,8 +11,8 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from common.audit import Actor
-from runs import selectors
 from runs.models import HourlyStat, Run, Ticket
+from runs.operations.selectors.dashboard import dashboard
 from runs.services import stats
 from runs.services.runs import run_cancel
 from runs.services.submission_flow import run_start
@@ -48,7 +48,7 @@ def test_a_run_counts_open_then_under_its_outcome_and_in_the_all_time_total():
         (hour, agent.pk, "run:completed"): 1,
         (stats.ALL_TIME, agent.pk, "run:completed"): 1,
     }
-    dash = selectors.dashboard()
+    dash = dashboard()
     assert dash.by_status["done"] == 1
     assert sum(h["total"] for h in dash.hourly) == 1
 
@@ -64,7 +64,7 @@ def test_tickets_keep_the_runs_open_ticket_count_and_closed_ones_count_their_wai
     run.refresh_from_db()
     assert run.open_tickets == 0
     assert HourlyStat.objects.get(metric="wait:0").count == 1  # decided within a minute
-    dash = selectors.dashboard()
+    dash = dashboard()
     assert dash.wait_buckets[0]["count"] == 1 and dash.pending_tickets == 0
 
 

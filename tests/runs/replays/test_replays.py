@@ -490,4 +490,4 @@ def test_twenty_runs_replayed_on_a_draft_denying_send_email(settings, monkeypatc
     summary = replay_summary(replay_set, rows)
     assert summary["changed"] == 12 and summary["done"] == 20 and summary["total"] == 20
     assert summary["progress_percent"] == 100
-    assert superuser().has_perm("runs.replay_runs")
+    assert superuser().has_perm("replays.replay_runs")

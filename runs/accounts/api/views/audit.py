@@ -14,6 +14,7 @@ from common.api.errors import error_responses
 from common.models import AuditEntry
 from runs import permissions as perms
 from runs.accounts.selectors.audit import scope_audit
+from runs.api import request_serializers as sq
 from runs.api import serializers as s
 from runs.api.pagination import check_cursor
 from runs.selectors import keyset_page
@@ -41,11 +42,11 @@ class AuditListView(ApiView):
         description="Runs started and continued, cancels, retries, decisions (ticket.*), "
         "threads created, API tokens created and revoked.",
         tags=["audit"],
-        parameters=[s.AuditQuerySerializer],
+        parameters=[sq.AuditQuerySerializer],
         responses={200: s.AuditPageSerializer, **error_responses()},
     )
     def get(self, request: Request) -> Response:
-        query = validated(s.AuditQuerySerializer, request.query_params)
+        query = validated(sq.AuditQuerySerializer, request.query_params)
         cursor = check_cursor(query.get("cursor"), uuid_pk=False)
         page = keyset_page(audit_entries(query, request.user), cursor, query["limit"])
         items = s.AuditEntrySerializer(page.items, many=True).data

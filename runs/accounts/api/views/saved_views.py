@@ -11,9 +11,9 @@ from common.api.base import ApiView, validated
 from common.api.errors import error_responses
 from common.errors import NotFound
 from runs import permissions as perms
+from runs.accounts.api import saved_view_serializers as sb
 from runs.accounts.models.saved_views import SavedView
 from runs.accounts.services.saved_views import saved_view_save
-from runs.decisions.api import bulk_serializers as sb
 
 VIEW_ID = OpenApiParameter("view_id", OpenApiTypes.INT, OpenApiParameter.PATH, description="Id.")
 

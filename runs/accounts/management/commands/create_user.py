@@ -106,22 +106,10 @@ class Command(BaseCommand):
                 user = User(username=name, email=email or "")
             elif email is not None:
                 user.email = email
-            generated = None
-            if password is None and created:
-                generated = password = secrets.token_urlsafe(18)
-            if password is not None:
-                try:
-                    validate_password(password, user)
-                except ValidationError as exc:
-                    raise CommandError("password refused: " + " ".join(exc.messages)) from exc
-                user.set_password(password)
+            generated = _set_password(user, password, created)
             before = None if created else sorted(_roles_of(user))
             user.save()
-            if team_row is None:
-                user.groups.remove(*Group.objects.filter(name__in=list(ROLES)).exclude(name=role))
-                user.groups.add(role_group(role))
-            else:
-                membership_set(team=team_row, user=user, role=role, actor=CLI)
+            _give_role(user, role, team_row)
             user.is_staff = _needs_admin_site(user)  # /admin/ needs is_staff
             user.save(update_fields=["is_staff"])
             after = {"role": role, "email": user.email}
@@ -172,3 +160,27 @@ def _needs_admin_site(user: Any) -> bool:
         or user.groups.filter(name=Role.ADMIN).exists()
         or Membership.objects.filter(user=user, role=Role.ADMIN).exists()
     )
+
+
+def _set_password(user: Any, password: str | None, created: bool) -> str | None:
+    """Set the given password once Django's validators accept it; a new user without one
+    gets a generated password, returned to be shown once."""
+    generated = None
+    if password is None and created:
+        generated = password = secrets.token_urlsafe(18)
+    if password is not None:
+        try:
+            validate_password(password, user)
+        except ValidationError as exc:
+            raise CommandError("password refused: " + " ".join(exc.messages)) from exc
+        user.set_password(password)
+    return generated
+
+
+def _give_role(user: Any, role: str, team: Team | None) -> None:
+    """The role site-wide (replacing the user's other site-wide role), or in the team."""
+    if team is None:
+        user.groups.remove(*Group.objects.filter(name__in=list(ROLES)).exclude(name=role))
+        user.groups.add(role_group(role))
+    else:
+        membership_set(team=team, user=user, role=role, actor=CLI)

@@ -12,8 +12,9 @@ from common.api.base import ApiView, validated
 from common.api.errors import error_responses
 from runs import permissions as perms
 from runs.api import serializers as s
-from runs.api.claims import AssignRequestSerializer, ClaimRequestSerializer
-from runs.api.views.shared import TICKET_ID, get_ticket
+from runs.api.views.lookups import get_ticket
+from runs.api.views.params import TICKET_ID
+from runs.decisions.api.claim_serializers import AssignRequestSerializer, ClaimRequestSerializer
 from runs.decisions.services.claims import (
     assignee_named,
     may_release_any,

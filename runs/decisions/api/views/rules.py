@@ -21,7 +21,8 @@ from common.api.auth import actor_for
 from common.api.base import ApiView, validated
 from common.api.errors import error_responses
 from common.errors import IllegalTransition
-from runs.api.views.shared import TICKET_ID, get_ticket
+from runs.api.views.lookups import get_ticket
+from runs.api.views.params import TICKET_ID
 from runs.decisions.api import rule_serializers as rs
 from runs.decisions.views.rules import CHANGE_AGENT, rule_candidate
 

@@ -9,15 +9,12 @@ from rest_framework.response import Response
 from common.api.base import ApiView, validated
 from common.api.errors import error_responses
 from runs import permissions as perms
+from runs.api import request_serializers as sq
 from runs.api import serializers as s
 from runs.api.pagination import check_cursor
-from runs.api.views.shared import (
-    DECISION_EXAMPLES,
-    DECISION_RESPONSES,
-    TICKET_ID,
-    decide,
-    get_ticket,
-)
+from runs.api.views.commands import decide
+from runs.api.views.lookups import get_ticket
+from runs.api.views.params import DECISION_EXAMPLES, DECISION_RESPONSES, TICKET_ID
 from runs.decisions.selectors.inbox import ticket_list
 from runs.services.tickets import normalize_decision_body
 
@@ -31,11 +28,11 @@ class TicketListView(ApiView):
         description="Pending tickets oldest first (default), or decided/cancelled ones newest "
         "first (by creation), a page at a time: pass `next_cursor` back as `cursor`.",
         tags=["tickets"],
-        parameters=[s.TicketListQuerySerializer],
+        parameters=[sq.TicketListQuerySerializer],
         responses={200: s.TicketPageSerializer, **error_responses()},
     )
     def get(self, request: Request) -> Response:
-        query = validated(s.TicketListQuerySerializer, request.query_params)
+        query = validated(sq.TicketListQuerySerializer, request.query_params)
         page = ticket_list(
             status=query["status"],
             agent=query.get("agent_id") or "",
@@ -77,11 +74,11 @@ class TicketDecisionView(ApiView):
         "result (HTTP 200).",
         tags=["tickets"],
         parameters=[TICKET_ID],
-        request=s.DecisionRequestSerializer,
+        request=sq.DecisionRequestSerializer,
         examples=DECISION_EXAMPLES,
         responses=DECISION_RESPONSES,
     )
     def post(self, request: Request, ticket_id: str) -> Response:
         ticket = get_ticket(ticket_id, request)
-        data = validated(s.DecisionRequestSerializer, request.data)
+        data = validated(sq.DecisionRequestSerializer, request.data)
         return decide(request, ticket, normalize_decision_body(data))

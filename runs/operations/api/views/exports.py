@@ -19,13 +19,15 @@ from common.api.base import ApiView, validated
 from common.api.errors import error_responses
 from runs import permissions as perms
 from runs.accounts.api.views.audit import audit_entries
+from runs.api import request_serializers as sq
 from runs.api import serializers as s
+from runs.api.views.lookups import get_run
+from runs.api.views.params import RUN_ID
 from runs.api.views.runs import run_filters
-from runs.api.views.shared import RUN_ID, get_run
-from runs.operations.services.exports import (
+from runs.operations.services.exports import SCHEMA
+from runs.operations.services.exports_csv import (
     AUDIT_COLUMNS,
     RUN_COLUMNS,
-    SCHEMA,
     TRUNCATED,
     audit_csv_rows,
     runs_csv_rows,
@@ -270,7 +272,7 @@ class RunExportView(ApiView):
         return run_json_attachment(request, run)
 
 
-class RunExportQuerySerializer(s.RunListQuerySerializer):
+class RunExportQuerySerializer(sq.RunListQuerySerializer):
     cursor = None
     limit = None
 
@@ -295,7 +297,7 @@ class RunsCsvExportView(CsvExportView):
         return csv_attachment(request, runs_csv_rows(runs), "runs")
 
 
-class AuditExportQuerySerializer(s.AuditQuerySerializer):
+class AuditExportQuerySerializer(sq.AuditQuerySerializer):
     cursor = None
     limit = None
 

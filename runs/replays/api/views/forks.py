@@ -11,7 +11,9 @@ from common.api.base import ApiView, validated
 from common.api.errors import error_responses
 from runs import permissions as perms
 from runs.api import serializers as s
-from runs.api.views.shared import RUN_ID, get_run, run_record_json
+from runs.api.views.lookups import get_run
+from runs.api.views.params import RUN_ID
+from runs.api.views.records import run_record_json
 from runs.replays.api import fork_serializers as sf
 from runs.replays.selectors.forks import run_forks
 from runs.replays.services.forks import run_fork

@@ -1,5 +1,5 @@
-"""/api/v1/replays (docs/replays.md): start a replay set (runs.replay_runs: admins), list
-and read sets with their items (runs.view_replayset), cancel one."""
+"""/api/v1/replays (docs/replays.md): start a replay set (replays.replay_runs: admins), list
+and read sets with their items (replays.view_replayset), cancel one."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ from common.access import scope
 from common.api.auth import actor_for
 from common.api.base import ApiView, get_or_not_found
 from common.api.errors import error_responses
-from runs.api.views.shared import allowed
+from runs.api.views.lookups import allowed
 from runs.replays.api import replay_serializers as sr
 from runs.replays.models.replays import ReplaySet
 from runs.replays.selectors.replays import public_summary, replay_rows, replay_sets, replay_summary
 from runs.replays.services.replays import replay_cancel, replay_create, replay_request
 
-VIEW = "runs.view_replayset"
-REPLAY = "runs.replay_runs"
+VIEW = "replays.view_replayset"
+REPLAY = "replays.replay_runs"
 SET_ID = OpenApiParameter(
     "set_id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="Replay set id."
 )

@@ -54,7 +54,15 @@ from .config import (
     remote_target,
 )
 from .errors import describe_error
-from .mapping import Outcome, Reply, exchange_message_id, outcome_of, payload_text, state_label
+from .mapping import (
+    Outcome,
+    Reply,
+    exchange_message_id,
+    outcome_of,
+    payload_text,
+    state_label,
+    stopped_outcome,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -210,7 +218,6 @@ class RemoteRootLifecycle:
             progress.task_id = self.target.get("task_id") or None
             progress.state = self.target.get("last_state")
         progress.context_id = self.target.get("context_id") or None
-        recorded = bool(awaited)
         deadline = time.monotonic() + config.timeout_ms / 1000
         loop = LoopThread()
         remote = RemoteClient(config)
@@ -230,30 +237,12 @@ class RemoteRootLifecycle:
                     else remote.exchange(texts, progress, message_id)
                 )
                 future = loop.submit(sending)
-            while stop is None:
-                concurrent.futures.wait([future], timeout=0.05)
-                if future.done():
-                    break
-                if not recorded and progress.task_id:
-                    self._record_sent(progress)
-                    recorded = True
-                if self.cancel.is_cancelled():
-                    stop = "cancelled"
-                    break
-                if time.monotonic() >= deadline:
-                    stop = "timeout"
-                    break
+            if stop is None:
+                stop = self._await_settled(future, progress, bool(awaited), deadline)
             if stop is not None:
                 self._abort(config, loop, remote, future, progress, stop)
                 self._remember(progress, progress.state)
-                if stop == "cancelled":
-                    return Outcome(BackendRunStatus.cancelled(), TerminationReason.cancelled())
-                return Outcome(
-                    BackendRunStatus.timeout(),
-                    TerminationReason.stopped(
-                        "timeout", f"remote task did not settle within {config.timeout_ms} ms"
-                    ),
-                )
+                return stopped_outcome(stop, config.timeout_ms)
             error = future.exception()
             if error is not None:
                 message = describe_error(config, error)
@@ -271,6 +260,27 @@ class RemoteRootLifecycle:
             except Exception:
                 logger.debug("closing the A2A client failed", exc_info=True)
             loop.close()
+
+    def _await_settled(
+        self,
+        future: concurrent.futures.Future[Any],
+        progress: Progress,
+        recorded: bool,
+        deadline: float,
+    ) -> str | None:
+        """Wait for the exchange to settle (None), the run to be cancelled ("cancelled") or
+        the deadline ("timeout"); records the sent message once the remote task has an id."""
+        while True:
+            concurrent.futures.wait([future], timeout=0.05)
+            if future.done():
+                return None
+            if not recorded and progress.task_id:
+                self._record_sent(progress)
+                recorded = True
+            if self.cancel.is_cancelled():
+                return "cancelled"
+            if time.monotonic() >= deadline:
+                return "timeout"
 
     def _abort(
         self,

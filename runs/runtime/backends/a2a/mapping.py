@@ -175,6 +175,17 @@ def outcome_of(reply: Reply) -> Outcome:
     )
 
 
+def stopped_outcome(stop: str, timeout_ms: int) -> Outcome:
+    """The outcome of an exchange stopped before the remote task settled: the run was
+    cancelled ("cancelled") or the remote task outlived the timeout ("timeout")."""
+    if stop == "cancelled":
+        return Outcome(BackendRunStatus.cancelled(), TerminationReason.cancelled())
+    return Outcome(
+        BackendRunStatus.timeout(),
+        TerminationReason.stopped("timeout", f"remote task did not settle within {timeout_ms} ms"),
+    )
+
+
 def payload_text(payload: Any) -> str:
     if isinstance(payload, str):
         return payload

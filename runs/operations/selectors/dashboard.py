@@ -188,19 +188,7 @@ def dependency_health(
     if not providers and not endpoints:
         return []
     since = now - FAILED_WINDOW
-    since_text = timezone.localtime(since).strftime("%Y-%m-%dT%H:%M")
-    rows: dict[tuple[str, str], HealthRow] = {}
-    for kind, items in (("provider", providers), ("endpoint", endpoints)):
-        for item in items:
-            rows[(kind, item.slug)] = HealthRow(
-                kind=kind,
-                slug=item.slug,
-                name=item.name,
-                health=item.health,
-                error=item.health_error,
-                checked_at=item.health_checked_at,
-                failed_query=urlencode({kind: item.slug, "reason": "error", "since": since_text}),
-            )
+    rows = _health_rows(providers, endpoints, since)
     provider_of_model = dict(
         Model.objects.filter(provider__in=providers).values_list("slug", "provider__slug")
     )
@@ -222,6 +210,39 @@ def dependency_health(
             "pk", "spec"
         )
     )
+    _add_counts(rows, counts, specs, provider_of_model)
+    return list(rows.values())
+
+
+def _health_rows(
+    providers: list[Any], endpoints: list[Any], since: dt.datetime
+) -> dict[tuple[str, str], HealthRow]:
+    """A row per provider and endpoint, by (kind, slug), linking to its failed runs
+    since `since`."""
+    since_text = timezone.localtime(since).strftime("%Y-%m-%dT%H:%M")
+    rows: dict[tuple[str, str], HealthRow] = {}
+    for kind, items in (("provider", providers), ("endpoint", endpoints)):
+        for item in items:
+            rows[(kind, item.slug)] = HealthRow(
+                kind=kind,
+                slug=item.slug,
+                name=item.name,
+                health=item.health,
+                error=item.health_error,
+                checked_at=item.health_checked_at,
+                failed_query=urlencode({kind: item.slug, "reason": "error", "since": since_text}),
+            )
+    return rows
+
+
+def _add_counts(
+    rows: dict[tuple[str, str], HealthRow],
+    counts: list[Any],
+    specs: dict[Any, Any],
+    provider_of_model: dict[str, str],
+) -> None:
+    """Add each (version, status, n) to the rows of the provider of the version's model
+    and of its endpoint: running, waiting, or failed (done with an error)."""
     bucket: dict[str, str] = {
         Run.Status.RUNNING: "running",
         Run.Status.WAITING: "waiting",
@@ -236,7 +257,6 @@ def dependency_health(
         for row in targets:
             if row is not None and status in bucket:
                 setattr(row, bucket[status], getattr(row, bucket[status]) + n)
-    return list(rows.values())
 
 
 def _hourly(now: dt.datetime, agent_ids: list[int] | None) -> tuple[list[dict[str, Any]], int]:
