@@ -150,7 +150,11 @@ def _token_changed(sender: Any, instance: ApiToken, **kwargs: Any) -> None:
     token_cache.drop_token(instance.prefix)
 
 
-def _user_changed(sender: Any, instance: Any, **kwargs: Any) -> None:
+def _user_changed(
+    sender: Any, instance: Any, update_fields: frozenset[str] | None = None, **kwargs: Any
+) -> None:
+    if update_fields == {"last_login"}:  # every sign-in saves this; no token depends on it
+        return
     token_cache.drop_user(instance.pk)
 
 

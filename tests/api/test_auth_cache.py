@@ -154,3 +154,15 @@ def test_last_use_is_still_recorded_once_a_minute(operator_user, monkeypatch):
         assert token_verify(raw) is not None  # from the cache, but the minute is up
     assert len(queries) == 1
     assert ApiToken.objects.get().last_used_at == later
+
+
+def test_a_sign_in_keeps_the_cached_tokens_and_another_user_change_drops_them(operator_user):
+    from django.contrib.auth.models import update_last_login
+
+    token_verify(token_for(operator_user))
+    assert len(stored()) == 1
+    update_last_login(None, operator_user)  # what every sign-in does
+    assert len(stored()) == 1
+    operator_user.first_name = "Renamed"
+    operator_user.save()
+    assert stored() == []
