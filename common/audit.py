@@ -13,6 +13,7 @@ from django.db import models
 
 from common.jsonsafe import without_nul
 from common.models import ApiToken, AuditEntry
+from common.writes import WriteBatch
 
 
 @dataclass(frozen=True)
@@ -112,8 +113,9 @@ def audit_record(
     before: Any = None,
     after: Any = None,
     comment: str = "",
+    batch: WriteBatch | None = None,  # queue the row there (common/writes.py)
 ) -> AuditEntry:
-    return AuditEntry.objects.create(
+    entry = AuditEntry(
         actor=actor.user_or_none,
         actor_label=actor.name,
         action=action,
@@ -127,3 +129,8 @@ def audit_record(
         source=actor.source,
         request_id=actor.request_id,
     )
+    if batch is not None:
+        batch.insert([entry])
+    else:
+        entry.save(force_insert=True)
+    return entry

@@ -19,9 +19,8 @@ from django.db.models import F, Value
 from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
-from agents.selectors import agent_version_by_id
-from agents.services.permissions import ticket_escalation
 from common.jsonsafe import without_nul
+from common.writes import WriteBatch
 from runs import metrics, tracing
 from runs.message_rows import message_from_row, message_to_row
 from runs.models import Message, Run, Thread, Ticket, ToolCall
@@ -30,7 +29,6 @@ from runs.runtime import types as rt
 from runs.runtime.background import BACKGROUND_KEY
 from runs.runtime.events import DELTA_EVENT_TYPES, Event
 from runs.runtime.ports import Checkpoint, LeaseLostError, VersionConflictError
-from runs.runtime.tool_batch import PERMISSION_ACTION
 from runs.services import run_end, stats
 from runs.services.checkpoint_input import background_record, steer_deliver, wake_if_work_finished
 from runs.services.events import (
@@ -40,6 +38,7 @@ from runs.services.events import (
     thread_projection,
 )
 from runs.services.locks import retry_lock_conflicts
+from runs.services.ticket_open import tickets_open
 from runs.sql import release_connection, update_returning
 
 
@@ -229,16 +228,18 @@ class OrmCheckpointStore:
         conflict: a checkpoint is never lost to one). The run row first, then the thread
         (the lock order: runs.services.locks)."""
         finishing = checkpoint.record.status is rt.RunStatus.DONE
-        with transaction.atomic():
+        # the writes after the run's and the thread's updates go as one statement on
+        # PostgreSQL (common/writes.py), sent before the commit
+        with transaction.atomic(), WriteBatch() as batch:
             run = run_reserving_seqs(held, len(events), fields)
             if run is None:
                 raise LeaseLostError(f"run {self.run_id} was claimed by another worker")
             # the thread row is written once: message count guard and run pointers together
-            inputs_accepted = self._append_messages(checkpoint, thread_projection(run))
+            inputs_accepted = self._append_messages(checkpoint, thread_projection(run), batch)
             if inputs_accepted is None:
                 inputs_accepted = apply_thread_projection(run)
-            tools, opened = self._save_tool_calls(run, checkpoint, now)
-            events_append(run, events, now=now, save_counter=False)
+            tools, opened = self._save_tool_calls(run, checkpoint, now, batch)
+            events_append(run, events, now=now, save_counter=False, batch=batch)
             if opened or self.replay:  # (a replay's policy decides every checkpoint's)
                 run_end.tickets_opened_effects(run_end.TicketsOpened(run, opened, now, self.replay))
             if checkpoint.background_starts or checkpoint.background_delivered:
@@ -264,6 +265,7 @@ class OrmCheckpointStore:
                     agent=record.agent_id,
                     started_at=_dt(record.started_at),
                     tool_usage=tools,  # counted with the run's (effect_count_finished)
+                    batch=batch,
                 )
                 run_end.run_end_effects(ended)
                 if first:
@@ -273,15 +275,16 @@ class OrmCheckpointStore:
                 delivered = steer_deliver(run, count)
             else:
                 wake_if_work_finished(run)
-            stats.apply_usage(tools)  # last: the finished tool calls' counters, if any
+            stats.apply_usage(tools, batch)  # last: the finished tool calls' counters, if any
         return delivered
 
     def _append_messages(
-        self, checkpoint: Checkpoint, thread_updates: dict[str, Any]
+        self, checkpoint: Checkpoint, thread_updates: dict[str, Any], batch: WriteBatch
     ) -> int | None:
-        """Append the new messages, guarded by the thread's committed message count, and
-        apply `thread_updates` to the thread in the same statement. Returns the thread's
-        `input_seq` (for `thread_deliver_next`); None: nothing to add."""
+        """Append the new messages (queued in `batch`), guarded by the thread's committed
+        message count, and apply `thread_updates` to the thread in the same statement as the
+        guard. Returns the thread's `input_seq` (for `thread_deliver_next`); None: nothing
+        to add."""
         count = len(checkpoint.new_messages)
         if not count:
             return None
@@ -298,11 +301,9 @@ class OrmCheckpointStore:
                 .first()
             )
             raise VersionConflictError(expected, actual)
-        Message.objects.bulk_create(
-            [
-                message_to_row(checkpoint.thread_id, expected + offset + 1, message)
-                for offset, message in enumerate(checkpoint.new_messages)
-            ]
+        batch.insert(
+            message_to_row(checkpoint.thread_id, expected + offset + 1, message)
+            for offset, message in enumerate(checkpoint.new_messages)
         )
         return updated.input_seq
 
@@ -337,10 +338,11 @@ class OrmCheckpointStore:
         return fields
 
     def _save_tool_calls(
-        self, run: Run, checkpoint: Checkpoint, now: dt.datetime
+        self, run: Run, checkpoint: Checkpoint, now: dt.datetime, batch: WriteBatch
     ) -> tuple[Counter[stats.UsageKey], list[Ticket]]:
         """Upsert the changed calls in one statement (a call's step and creation time are
-        kept) and open a ticket for each newly suspended one. Returns the usage counters
+        kept; queued in `batch` unless a ticket needs their ids) and open a ticket for each
+        newly suspended one. Returns the usage counters
         of the calls that finished (succeeded or failed), for the caller to write last,
         and the tickets opened."""
         states = checkpoint.tool_calls
@@ -370,55 +372,17 @@ class OrmCheckpointStore:
                 row.duration_ms = self.timer.tool_ms.get(row.call_id) if self.timer else None
                 failed = row.status == ToolCall.Status.FAILED
                 usage += stats.tool_usage(now, run.agent_id, row.tool_name, failed, row.duration_ms)
-        ToolCall.objects.bulk_create(
-            list(rows.values()),
-            update_conflicts=True,
-            unique_fields=["run", "call_id"],
-            update_fields=list(TOOL_CALL_FIELDS),
-        )
         suspended = [s for s in states if s.status is rt.ToolCallStatus.SUSPENDED]
+        key, changed = ["run", "call_id"], list(TOOL_CALL_FIELDS)
         if not suspended:
+            batch.insert(
+                rows.values(), update_conflicts=True, unique_fields=key, update_fields=changed
+            )
             return usage, []
-        return usage, self._open_tickets(run, suspended, rows, checkpoint, now)
-
-    def _open_tickets(
-        self,
-        run: Run,
-        suspended: list[rt.ToolCallState],
-        rows: dict[str, ToolCall],
-        checkpoint: Checkpoint,
-        now: dt.datetime,
-    ) -> list[Ticket]:
-        already = set(
-            Ticket.objects.filter(
-                run=run,
-                status=Ticket.Status.PENDING,
-                ticket_id__in=[s.ticket_id for s in suspended],
-            ).values_list("ticket_id", flat=True)
+        ToolCall.objects.bulk_create(  # the tickets need the calls' keys: now
+            list(rows.values()), update_conflicts=True, unique_fields=key, update_fields=changed
         )
-        messages = _suspension_messages(checkpoint.events)
-        opened = Ticket.objects.bulk_create(
-            [
-                Ticket(
-                    run=run,
-                    agent_id=run.agent_id,
-                    tool_call=rows[state.call_id],
-                    ticket_id=state.ticket_id,
-                    tool_name=state.tool_name,
-                    arguments=without_nul(state.arguments),
-                    resume_mode=state.resume_mode.value,
-                    reason=state.suspension_reason or "",
-                    message=messages.get(state.call_id) or _question(state.arguments),
-                    created_at=now,
-                    **ticket_deadline(run, state, now),
-                )
-                for state in suspended
-                if state.ticket_id not in already
-            ]
-        )
-        if opened:
-            Run.objects.filter(pk=run.pk).update(open_tickets=F("open_tickets") + len(opened))
-        return opened
+        return usage, tickets_open(run, suspended, rows, checkpoint.events, now)
 
 
 TOOL_CALL_FIELDS = (
@@ -432,48 +396,6 @@ TOOL_CALL_FIELDS = (
     "duration_ms",
     "updated_at",
 )
-
-
-def ticket_deadline(run: Run, state: rt.ToolCallState, now: dt.datetime) -> dict[str, Any]:
-    """The deadline, default action (and its answer) and warning time of the ticket `state`
-    opens: from the ask rule that made the call wait when that rule has its own, else from
-    the agent's version (cached), else none."""
-    spec = agent_version_by_id(run.agent_version_id).spec if run.agent_version_id else {}
-    escalation = ticket_escalation(
-        spec,
-        state.tool_name,
-        state.arguments,
-        permission_ticket=state.suspension_reason == PERMISSION_ACTION,
-    )
-    if escalation is None:
-        return {}
-    deadline = now + dt.timedelta(seconds=escalation.deadline_seconds)
-    respond = escalation.default_action == "respond"
-    fields: dict[str, Any] = {
-        "deadline_at": deadline,
-        "default_action": escalation.default_action,
-        "default_payload": without_nul(escalation.default_response) if respond else None,
-    }
-    if escalation.warning_seconds:
-        fields["warn_at"] = deadline - dt.timedelta(seconds=escalation.warning_seconds)
-    return fields
-
-
-def _question(arguments: Any) -> str:
-    """A suspended call's own question (a remote agent's input request), if it has one."""
-    question = arguments.get("question") if isinstance(arguments, dict) else None
-    return str(question) if question else ""
-
-
-def _suspension_messages(events: list[Event]) -> dict[str, str]:
-    found = {}
-    for event in events:
-        if event["event_type"] != "tool_call_done":
-            continue
-        suspension = (event.get("result") or {}).get("suspension")
-        if suspension:
-            found[event["id"]] = suspension.get("suspension", {}).get("message", "")
-    return found
 
 
 class OrmLiveSink:

@@ -14,6 +14,7 @@ from agents.selectors import agent_version_current
 from common import limits
 from common.audit import Actor, audit_record
 from common.errors import InvalidInput
+from common.writes import WriteBatch
 from common.jsonsafe import unstorable_in
 from runs.message_rows import message_to_row
 from runs.models import DEFAULT_PRIORITY, Message, Run, Thread
@@ -68,13 +69,17 @@ def normalize_input_messages(messages: Any) -> list[rt.Message]:
     return result
 
 
-def append_to_thread(thread: Thread, messages: list[rt.Message]) -> list[str]:
-    """Append user input to the locked thread's log and raise `thread.message_count`
-    (the caller saves it); returns the new message ids."""
+def append_to_thread(
+    thread: Thread, messages: list[rt.Message], batch: WriteBatch | None = None
+) -> list[str]:
+    """Append user input to the locked thread's log (queued in `batch` if given) and raise
+    `thread.message_count` (the caller saves it); returns the new message ids."""
     start = thread.message_count
-    Message.objects.bulk_create(
-        [message_to_row(thread.pk, start + i + 1, m) for i, m in enumerate(messages)]
-    )
+    rows = [message_to_row(thread.pk, start + i + 1, m) for i, m in enumerate(messages)]
+    if batch is not None:
+        batch.insert(rows)
+    else:
+        Message.objects.bulk_create(rows)
     thread.message_count = start + len(messages)
     return [m.id for m in messages if m.id]
 
@@ -152,20 +157,20 @@ def _user_request(actor: Actor, trigger_ids: list[str]) -> dict[str, Any]:
     ).to_json()
 
 
-def _insert_with_thread(run: Run, thread: Thread, new_thread: bool) -> None:
-    """Insert the run, then the new thread pointing at it (foreign keys are checked at
+def _insert_with_thread(run: Run, thread: Thread, new_thread: bool, batch: WriteBatch) -> None:
+    """Queue the run, then the new thread pointing at it (foreign keys are checked at
     commit: the thread may come last), or update the thread's count and projection."""
-    run.save(force_insert=True)
+    batch.insert([run])
     if new_thread:
         thread.latest_run_id = thread.open_run_id = run.pk
-        thread.save(force_insert=True)
+        batch.insert([thread])
     else:
         Thread.objects.filter(pk=thread.pk).update(
             message_count=thread.message_count, **thread_projection(run)
         )
 
 
-def _audit_start(run: Run, actor: Actor, new_messages: list[rt.Message]) -> None:
+def _audit_start(run: Run, actor: Actor, new_messages: list[rt.Message], batch: WriteBatch) -> None:
     """The `run.start` audit entry: agent, thread, the messages and a mode other than
     foreground."""
     audit_record(
@@ -180,6 +185,7 @@ def _audit_start(run: Run, actor: Actor, new_messages: list[rt.Message]) -> None
             "messages": [m.text() for m in new_messages],
             **({"run_mode": run.run_mode} if run.run_mode != "foreground" else {}),
         },
+        batch=batch,
     )
 
 
@@ -206,7 +212,45 @@ def run_create(
     one; `provenance` sets fields such as `forked_from` and `fork_step`."""
     version = version or agent_version_current(agent=agent)
     thread_join_team(thread, agent, new_thread=new_thread)
-    trigger_ids = append_to_thread(thread, new_messages)
+    with WriteBatch() as batch:  # one statement on PostgreSQL (common/writes.py)
+        run = _run_insert(
+            thread,
+            agent,
+            version,
+            new_messages,
+            actor,
+            batch,
+            new_thread=new_thread,
+            idempotency_key=idempotency_key,
+            priority=priority,
+            run_mode=run_mode,
+            schedule=schedule,
+            submission_events=submission_events,
+            provenance=provenance,
+        )
+    enqueue_on_commit(run.pk)
+    return run
+
+
+def _run_insert(
+    thread: Thread,
+    agent: Agent,
+    version: AgentVersion,
+    new_messages: list[rt.Message],
+    actor: Actor,
+    batch: WriteBatch,
+    *,
+    new_thread: bool,
+    idempotency_key: str,
+    priority: int,
+    run_mode: str,
+    schedule: Any,
+    submission_events: Callable[[Run, list[str]], list[dict[str, Any]]] | None,
+    provenance: dict[str, Any],
+) -> Run:
+    """`run_create`'s writes, queued in `batch`: the input messages, the run, the thread,
+    the run's first events, its audit entry and the hourly counter."""
+    trigger_ids = append_to_thread(thread, new_messages, batch)
     run = Run(
         thread=thread,
         agent=agent,
@@ -230,10 +274,9 @@ def run_create(
     if submission_events is not None:
         events += submission_events(run, trigger_ids)
     run.last_event_seq = len(events)  # the counter is written with the row
-    _insert_with_thread(run, thread, new_thread)
+    _insert_with_thread(run, thread, new_thread, batch)
     run.last_event_seq = 0
-    events_append(run, events, save_counter=False)
-    _audit_start(run, actor, new_messages)
-    enqueue_on_commit(run.pk)
-    stats.run_created(run)
+    events_append(run, events, save_counter=False, batch=batch)
+    _audit_start(run, actor, new_messages, batch)
+    stats.run_created(run, batch)
     return run

@@ -22,7 +22,7 @@ def effect_count_finished(ctx: RunEnded) -> None:
     """The dashboard's counters: the run leaves `open` for its outcome, its usage (and
     that of the tool calls its last checkpoint finished) is added."""
     if ctx.first:
-        stats.run_finished(ctx.run, ctx.tool_usage)
+        stats.run_finished(ctx.run, ctx.tool_usage, ctx.batch)
 
 
 def effect_metrics(ctx: RunEnded) -> None:

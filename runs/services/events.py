@@ -14,6 +14,7 @@ from django.db.models import Case, F, QuerySet, When
 from django.utils import timezone
 
 from common.jsonsafe import without_nul
+from common.writes import WriteBatch
 from runs.models import Run, RunEvent, Thread
 from runs.realtime import broadcast_events
 from runs.runtime import events as ev
@@ -117,11 +118,13 @@ def events_append(
     *,
     now: dt.datetime | None = None,
     save_counter: bool = True,
+    batch: WriteBatch | None = None,
 ) -> list[RunEvent]:
     """Append events after the run's last seq and broadcast them once committed.
 
     The run row must be locked by the caller. The new counter is saved here unless the
     caller writes `last_event_seq` in its own update of the row (`save_counter=False`).
+    `batch`: the rows are queued there (common/writes.py) instead of inserted at once.
     """
     now = now or timezone.now()
     start = run.last_event_seq
@@ -137,7 +140,10 @@ def events_append(
         for index, event in enumerate(events)
     ]
     if rows:
-        RunEvent.objects.bulk_create(rows)
+        if batch is not None:
+            batch.insert(rows)
+        else:
+            RunEvent.objects.bulk_create(rows)
         run.last_event_seq = start + len(rows)
         if save_counter:
             Run.objects.filter(pk=run.pk).update(last_event_seq=run.last_event_seq)

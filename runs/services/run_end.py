@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from common.writes import WriteBatch
 from runs.models import Run, Ticket
 from runs.services.declared import declared
 
@@ -55,7 +56,8 @@ class RunEnded:
     have unfinished background work (a checkpoint knows from its state). `agent` and
     `started_at`: a checkpoint's own (its record's), else read from the row.
     `tool_usage`: the usage of the tool calls the same checkpoint finished, counted with
-    the run's."""
+    the run's. `batch`: where an effect may queue writes nobody reads back (sent with the
+    checkpoint's, common/writes.py); None outside a checkpoint."""
 
     run: Run
     how: str
@@ -69,6 +71,7 @@ class RunEnded:
     agent: str = ""
     started_at: dt.datetime | None = None
     tool_usage: Counter[Any] = field(default_factory=Counter)
+    batch: WriteBatch | None = None
 
 
 @dataclass(frozen=True)

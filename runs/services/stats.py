@@ -30,6 +30,7 @@ from django.db.models.functions import TruncHour
 
 from agents.pricing import cost_usd
 from agents.selectors import agent_version_by_id
+from common.writes import WriteBatch
 from runs.models import HourlyStat, HourlyUsage, Run, Ticket, ToolCall
 
 OUTCOMES = ["completed", "failed", "cancelled", "blocked", "open"]
@@ -72,8 +73,9 @@ def hour_of(moment: dt.datetime) -> dt.datetime:
     return moment.astimezone(dt.UTC).replace(minute=0, second=0, microsecond=0)
 
 
-def apply(deltas: Counter[Key]) -> None:
-    """Add each delta to its counter (and a run's to its all-time total), in one statement."""
+def apply(deltas: Counter[Key], batch: WriteBatch | None = None) -> None:
+    """Add each delta to its counter (and a run's to its all-time total), in one statement
+    (queued in `batch` if given)."""
     merged = Counter(deltas)
     for (_, agent_id, metric), delta in deltas.items():
         if metric.startswith("run:"):
@@ -86,23 +88,32 @@ def apply(deltas: Counter[Key]) -> None:
     params: list[Any] = []
     for (hour, agent_id, metric), delta in rows:
         params += [connection.ops.adapt_datetimefield_value(hour), agent_id, metric, delta]
+    sql = (
+        f"INSERT INTO {table} (hour, agent_id, metric, count) VALUES {values} "
+        f"ON CONFLICT (hour, agent_id, metric) "
+        f"DO UPDATE SET count = {table}.count + EXCLUDED.count"
+    )
+    _write(sql, params, batch)
+
+
+def _write(sql: str, params: list[Any], batch: WriteBatch | None) -> None:
+    if batch is not None:
+        batch.add(sql, params)
+        return
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {table} (hour, agent_id, metric, count) VALUES {values} "
-            f"ON CONFLICT (hour, agent_id, metric) "
-            f"DO UPDATE SET count = {table}.count + EXCLUDED.count",
-            params,
-        )
+        cursor.execute(sql, params)
 
 
-def run_created(run: Run) -> None:
-    apply(Counter({(hour_of(run.created_at), run.agent_id, "run:open"): 1}))
+def run_created(run: Run, batch: WriteBatch | None = None) -> None:
+    apply(Counter({(hour_of(run.created_at), run.agent_id, "run:open"): 1}), batch)
 
 
-def run_finished(run: Run, tools: Counter[UsageKey] | None = None) -> None:
+def run_finished(
+    run: Run, tools: Counter[UsageKey] | None = None, batch: WriteBatch | None = None
+) -> None:
     """The run just became done (the caller's guarded update says it was not before);
     `tools`: usage deltas of tool calls finished in the same transaction, written in the
-    same statement."""
+    same statement; `batch`: both statements queued there."""
     hour = hour_of(run.created_at)
     apply(
         Counter(
@@ -110,11 +121,12 @@ def run_finished(run: Run, tools: Counter[UsageKey] | None = None) -> None:
                 (hour, run.agent_id, "run:open"): -1,
                 (hour, run.agent_id, f"run:{outcome(run.status, run.status_reason)}"): 1,
             }
-        )
+        ),
+        batch,
     )
     usage = run_usage(run, model_of(run.agent_version_id))
     usage.update(tools or Counter())
-    apply_usage(usage)
+    apply_usage(usage, batch)
 
 
 # --- usage: runs, tokens, cost, durations; tool calls and latencies -----------------------
@@ -222,8 +234,9 @@ def tool_usage(
     return deltas
 
 
-def apply_usage(deltas: Counter[UsageKey]) -> None:
-    """Add each delta to its usage counter in one statement, rows in key order."""
+def apply_usage(deltas: Counter[UsageKey], batch: WriteBatch | None = None) -> None:
+    """Add each delta to its usage counter in one statement, rows in key order (queued in
+    `batch` if given)."""
     rows = sorted((key, delta) for key, delta in deltas.items() if delta)
     if not rows:
         return
@@ -239,13 +252,12 @@ def apply_usage(deltas: Counter[UsageKey]) -> None:
             metric,
             delta,
         ]
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {table} (hour, agent_id, kind, name, metric, count) VALUES {values} "
-            f"ON CONFLICT (hour, agent_id, kind, name, metric) "
-            f"DO UPDATE SET count = {table}.count + EXCLUDED.count",
-            params,
-        )
+    sql = (
+        f"INSERT INTO {table} (hour, agent_id, kind, name, metric, count) VALUES {values} "
+        f"ON CONFLICT (hour, agent_id, kind, name, metric) "
+        f"DO UPDATE SET count = {table}.count + EXCLUDED.count"
+    )
+    _write(sql, params, batch)
 
 
 def usage_counts() -> Counter[UsageKey]:

@@ -32,15 +32,16 @@ from tests.factories import call, scripted_agent, user_with_role
 
 pytestmark = pytest.mark.django_db(transaction=True)  # real commits, as in production
 
-# Issue 28 asks for at most 15 statements in at most 4 transactions; 23 today (30 in 7
-# before). The submission's 7: the agent (read with its team and model), its message, the
-# run, the thread, its run_start, the audit entry, the counter. The claim's 4: the claim
-# (which picks a run ahead by priority in the same statement), the thread's pointers, the
-# thread's messages, the model. Each checkpoint's 6: the run, the thread (message-count
-# guard), the messages, then the tool call and the events and the tool's usage counters
-# (the first), or the events and the run's counters in their two tables (the last, which
-# also gives the lease up: no release).
-MAX_STATEMENTS = 23
+# Issue 28 asks for at most 15 statements in at most 4 transactions (30 in 7 before it).
+# On PostgreSQL 12: the submission's 2 (the agent read with its team and model; then its
+# message, the run, the thread, its run_start, the audit entry and the counter, queued in
+# one statement: common/writes.py); the claim's 4 (the claim, which picks a run ahead by
+# priority in the same statement; the thread's pointers; the thread's messages; the model);
+# each checkpoint's 3 (the run, the thread with its message-count guard, then one statement
+# with the messages, the tool calls, the events and the counters; the last also gives the
+# lease up: no release). SQLite has no data-modifying WITH: the queued writes run one by
+# one there, 23 statements in the same 4 transactions.
+MAX_STATEMENTS = 12 if connection.vendor == "postgresql" else 23
 MAX_TRANSACTIONS = 4
 SCRIPT: list[dict[str, Any]] = [
     {"text": "", "tool_calls": [call("calculator", {"expression": "6*7"})]},
