@@ -108,17 +108,10 @@ class WriteBatch:
         if not self.pending:
             return
         pending, self.pending = self.pending, []
-        if self.connection.vendor == "postgresql":
-            *parts, (last, last_params) = pending
-            sql = "".join(
-                [
-                    "WITH " if parts else "",
-                    ", ".join(f"w{index} AS ({part})" for index, (part, _) in enumerate(parts)),
-                    " " if parts else "",
-                    last,
-                ]
-            )
-            pending = [(sql, [p for _, params in pending for p in params])]
+        if self.connection.vendor == "postgresql" and len(pending) > 1:
+            *parts, (last, _) = pending
+            with_parts = ", ".join(f"w{index} AS ({sql})" for index, (sql, _) in enumerate(parts))
+            pending = [(f"WITH {with_parts} {last}", [p for _, params in pending for p in params])]
         self._sending = True
         try:
             with self.connection.cursor() as cursor:

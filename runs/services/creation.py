@@ -14,8 +14,8 @@ from agents.selectors import agent_version_current
 from common import limits
 from common.audit import Actor, audit_record
 from common.errors import InvalidInput
-from common.writes import WriteBatch
 from common.jsonsafe import unstorable_in
+from common.writes import WriteBatch
 from runs.message_rows import message_to_row
 from runs.models import DEFAULT_PRIORITY, Message, Run, Thread
 from runs.runtime import types as rt
