@@ -9,6 +9,7 @@ from typing import Any
 from agents.models import Agent, AgentVersion, Model
 from agents.providers import client_for, model_snapshot
 from agents.selectors import agent_version_latest
+from agents.services.mcp import is_mcp_tool, mcp_tools_for_spec
 from agents.tools import get_tool
 from runs.runtime.backends import DelegateTool
 from runs.runtime.backends.delegate import DelegateRunner
@@ -88,7 +89,11 @@ class VersionResolver:
                 f"agent '{agent_id}' v{version.number} uses model '{spec['model_id']}', "
                 "which no longer exists"
             )
-        tools: dict[str, Any] = {name: get_tool(name) for name in spec.get("tools") or []}
+        tools: dict[str, Any] = {
+            name: get_tool(name) for name in spec.get("tools") or [] if not is_mcp_tool(name)
+        }
+        # MCP tools as the version froze them; a name it did not freeze stays unknown
+        tools.update(mcp_tools_for_spec(spec))
         if self.tool_wrapper is not None:
             tools = {name: self.tool_wrapper(tool) for name, tool in tools.items()}
         if self.delegate_runner is not None:

@@ -16,16 +16,19 @@ from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from agents.api.endpoints import EndpointCheckView, EndpointDetailView, EndpointListView
+from agents.api.mcp import McpServerCheckView, McpServerDetailView, McpServerListView
 from agents.api.views import AgentDetailView, AgentListView
 from common.api.errors import error_body
 from runs.accounts.api.views import audit, saved_views, teams
 from runs.api.stream import RunEventStreamView
 from runs.api.views import inputs, runs, threads
+from runs.api.views.agui import AguiRunView
 from runs.api.views.run_bulk import RunBulkActionView
 from runs.decisions.api.views import bulk, tickets
 from runs.decisions.api.views.claims import TicketAssignView, TicketClaimView
 from runs.decisions.api.views.rules import TicketRuleProposalView
-from runs.operations.api.views import exports
+from runs.operations.api.views import budgets, exports
+from runs.operations.api.views import schedules as schedule_views
 from runs.operations.api.views.stats import StatsView
 from runs.replays.api.views.compare import RunCompareView
 from runs.replays.api.views.forks import RunForksView, RunForkView
@@ -119,6 +122,7 @@ urlpatterns = [
     path("inputs/<str:input_id>", inputs.InputDetailView.as_view(), name="api-input"),
     path("agents", AgentListView.as_view(), name="api-agents"),
     path("agents/<slug:agent_id>", AgentDetailView.as_view(), name="api-agent"),
+    path("agents/<slug:agent_id>/ag-ui", AguiRunView.as_view(), name="api-agent-ag-ui"),
     path("endpoints", EndpointListView.as_view(), name="api-endpoints"),
     path("endpoints/<slug:endpoint_id>", EndpointDetailView.as_view(), name="api-endpoint"),
     path(
@@ -126,7 +130,42 @@ urlpatterns = [
         EndpointCheckView.as_view(),
         name="api-endpoint-check",
     ),
+    path("mcp-servers", McpServerListView.as_view(), name="api-mcp-servers"),
+    path("mcp-servers/<slug:server_id>", McpServerDetailView.as_view(), name="api-mcp-server"),
+    path(
+        "mcp-servers/<slug:server_id>/check",
+        McpServerCheckView.as_view(),
+        name="api-mcp-server-check",
+    ),
     path("stats", StatsView.as_view(), name="api-stats"),
+    path("budgets", budgets.BudgetListView.as_view(), name="api-budgets"),
+    path("budgets/<str:budget_id>", budgets.BudgetDetailView.as_view(), name="api-budget"),
+    path("schedules", schedule_views.ScheduleListView.as_view(), name="api-schedules"),
+    path(
+        "schedules/<str:schedule_id>",
+        schedule_views.ScheduleDetailView.as_view(),
+        name="api-schedule",
+    ),
+    path(
+        "schedules/<str:schedule_id>/pause",
+        schedule_views.SchedulePauseView.as_view(),
+        name="api-schedule-pause",
+    ),
+    path(
+        "schedules/<str:schedule_id>/resume",
+        schedule_views.ScheduleResumeView.as_view(),
+        name="api-schedule-resume",
+    ),
+    path(
+        "schedules/<str:schedule_id>/run-now",
+        schedule_views.ScheduleRunNowView.as_view(),
+        name="api-schedule-run-now",
+    ),
+    path(
+        "schedules/<str:schedule_id>/runs",
+        schedule_views.ScheduleRunsView.as_view(),
+        name="api-schedule-runs",
+    ),
     path("audit", audit.AuditListView.as_view(), name="api-audit"),
     path("audit/export.csv", exports.AuditCsvExportView.as_view(), name="api-audit-export"),
     path("saved-views", saved_views.SavedViewListView.as_view(), name="api-saved-views"),

@@ -12,6 +12,7 @@ from `os.environ` and handed to django-environ's parser as it is."""
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 import re
 from typing import Any
@@ -108,3 +109,24 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if raw is None:
         return default
     return [item for item in environ.Env.parse_value(raw, [str.strip]) if item]
+
+
+def env_argv_map(name: str, default: dict[str, list[str]]) -> dict[str, list[str]]:
+    """A JSON object of names to command lines (non-empty lists of strings), e.g.
+    `{"files": ["npx", "-y", "@modelcontextprotocol/server-filesystem", "/srv"]}`."""
+    raw = _raw(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must be a JSON object: {exc}") from None
+    if not isinstance(value, dict) or not all(
+        isinstance(argv, list) and argv and all(isinstance(part, str) for part in argv)
+        for argv in value.values()
+    ):
+        raise ImproperlyConfigured(
+            f"{name} must map names to command lines, lists of strings such as "
+            '["python", "server.py"]'
+        )
+    return {str(key): list(argv) for key, argv in value.items()}

@@ -1,7 +1,14 @@
 from django.urls import path
 
 from runs.accounts.views import audit, preferences, saved_view_forms, teams, tokens
-from runs.decisions.views import claims, inbox, inbox_policy, rules
+from runs.decisions.views import (
+    claims,
+    email_approvals,
+    inbox,
+    inbox_policy,
+    rules,
+    slack_actions,
+)
 from runs.operations.views import (
     dashboard,
     exports,
@@ -10,6 +17,7 @@ from runs.operations.views import (
     notification_routes,
     notifications,
     schedules,
+    slack_link,
 )
 from runs.replays.views import compare, forks, replays
 from runs.views import actions, detail, lists, run_bulk, trace
@@ -97,6 +105,14 @@ urlpatterns = [
         notifications.subscription_delete_view,
         name="notification-unsubscribe",
     ),
+    path("notifications/slack-link/<str:token>", slack_link.slack_link, name="slack-link"),
+    path(
+        "notifications/slack-links/<int:link_id>/delete",
+        slack_link.slack_unlink,
+        name="slack-unlink",
+    ),
+    path("integrations/slack/actions", slack_actions.slack_actions, name="slack-actions"),
+    path("approvals/email/<str:token>", email_approvals.email_approval, name="email-approval"),
     path("notifications/routes/", notification_routes.route_list, name="notification-routes"),
     path("notifications/routes/new", notification_routes.route_new, name="notification-route-new"),
     path(

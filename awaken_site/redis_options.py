@@ -75,7 +75,8 @@ def caches(redis_url: str, connect_timeout: float) -> dict[str, Any]:
     valid only for the process that computed it: the dashboard's figures, the usage sums,
     the database gauges of /metrics, that no notification route exists (each for its
     AWAKEN_*_CACHE_SECONDS), and verified API tokens (AWAKEN_TOKEN_CACHE_SECONDS) in a
-    cache of their own, emptied whole when a user's roles change."""
+    cache of their own, emptied whole when a user's roles change. `shared` is Redis when
+    there is one: what a change in one process must reach the others with (budgets)."""
     throttle: dict[str, Any] = (
         {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
@@ -96,4 +97,8 @@ def caches(redis_url: str, connect_timeout: float) -> dict[str, Any]:
             "OPTIONS": {"MAX_ENTRIES": 10_000},
         },
         "api_throttle": throttle,
+        # what every process must see changed at once: the budgets (docs/budgets.md)
+        "shared": {**throttle, "KEY_PREFIX": "shared"}
+        if redis_url
+        else {**throttle, "LOCATION": "shared"},
     }

@@ -13,7 +13,9 @@ from django.core.exceptions import ImproperlyConfigured
 
 from .api_options import SPECTACULAR, rest_framework
 from .env import env_bool, env_bool_or_networks, env_float, env_int, env_list, env_str
+from .mcp_options import *  # noqa: F403  (AWAKEN_MCP_*, MCP tool servers: docs/mcp.md)
 from .redis_options import broker_transport_options, caches, channel_layers
+from .sso_options import *  # noqa: F403  (OIDC_*, AWAKEN_LOCAL_LOGIN: docs/sso.md)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("AWAKEN_VAR_DIR", str(BASE_DIR / "var")))
@@ -179,10 +181,11 @@ AWAKEN_EMBEDDED_WORKER = env_bool(
 )
 AWAKEN_LEASE_SECONDS = env_float("AWAKEN_LEASE_SECONDS", 30.0, minimum=1.0)
 AWAKEN_SWEEP_SECONDS = env_float("AWAKEN_SWEEP_SECONDS", 5.0, minimum=0.1)
+AWAKEN_BUDGET_CACHE_SECONDS = env_float("AWAKEN_BUDGET_CACHE_SECONDS", 1.0, minimum=0.0)
 AWAKEN_MAX_ATTEMPTS = env_int("AWAKEN_MAX_ATTEMPTS", 5, minimum=1)
-# Wiring, not a tuning knob (no environment variable): what follows a run's end and a
-# checkpoint's new tickets, in this order, in the transaction that ended the run or opened
-# them (runs.services.run_end). Every way a run ends calls the same list once.
+# Wiring, not a tuning knob (no environment variable): what follows a run's end, new tickets
+# and closed ones, in order, in the transaction that ended the run or opened or closed the
+# tickets (runs.services.run_end); every way a run ends calls its list once.
 AWAKEN_RUN_END_EFFECTS = [
     "runs.services.end_effects.effect_count_finished",
     "runs.operations.effects.effect_notify_ended",
@@ -197,6 +200,7 @@ AWAKEN_TICKET_OPENED_EFFECTS = [
     "runs.operations.effects.effect_notify_tickets",
     "runs.replays.effects.effect_replay_decide",
 ]
+AWAKEN_TICKET_CLOSED_EFFECTS = ["runs.operations.effects.effect_slack_tickets_closed"]
 # The sweep's steps, in this order, each given the same time and adding its counts
 # (runs.services.execution.runs_sweep), and what wraps a run's tools (each given the run).
 AWAKEN_SWEEP_STEPS = [
@@ -206,7 +210,9 @@ AWAKEN_SWEEP_STEPS = [
     "runs.services.execution.inputs_sweep",
     "runs.replays.services.replay_flow.replays_sweep",
     "runs.services.background.background_sweep",
+    "runs.operations.services.budgets.budgets_sweep",
 ]
+AWAKEN_STEP_GATES = ["runs.operations.services.budgets.budget_gate"]
 AWAKEN_RUN_TOOL_WRAPPERS = ["runs.replays.services.replay_tools.replay_tool_wrapper"]
 # What runs beside the embedded worker (runs.embedded): the sweep, the schedules' tick,
 # the notification senders (what `celery beat` and the workers do when distributed).
@@ -219,6 +225,7 @@ AWAKEN_EMBEDDED_PARTS = [
 AWAKEN_METRICS_DATABASE_GAUGES = [
     "runs.metrics.run_gauges",
     "runs.operations.metrics.notification_gauges",
+    "runs.operations.metrics.budget_gauges",
 ]
 # What renders the dashboard's figures that the core's websocket pushes (runs.consumers).
 AWAKEN_DASHBOARD_FIGURES = "runs.operations.views.dashboard.dashboard_figures_html"
@@ -296,6 +303,10 @@ AWAKEN_NOTIFY_ROUTES_CACHE_SECONDS = env_float(
 )
 # The site's address as operators reach it, for links in notifications (no trailing /).
 AWAKEN_PUBLIC_URL = env_str("AWAKEN_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
+# Approvals from Slack and e-mail (docs/approvals-slack-email.md).
+AWAKEN_SLACK_API_URL = env_str("AWAKEN_SLACK_API_URL", "https://slack.com/api/")
+AWAKEN_SLACK_LINK_BY_EMAIL = env_bool("AWAKEN_SLACK_LINK_BY_EMAIL", False)
+AWAKEN_EMAIL_APPROVAL_SECONDS = env_int("AWAKEN_EMAIL_APPROVAL_SECONDS", 86_400, minimum=60)
 # Prometheus metrics (docs/metrics.md). /metrics wants `Authorization: Bearer <token>`
 # when AWAKEN_METRICS_TOKEN is set; without one it is a 404 unless AWAKEN_METRICS_PUBLIC.
 AWAKEN_METRICS_TOKEN = env_str("AWAKEN_METRICS_TOKEN", "")
@@ -343,35 +354,7 @@ AUTHENTICATION_BACKENDS = [
     "awaken_site.sso.SSOBackend",
 ]
 
-# --- Single sign-on (OpenID Connect; docs/sso.md) ---------------------------------------------
-# On when OIDC_ISSUER is set; the provider's endpoints come from its discovery document,
-# fetched on first use (never here: the site starts while the provider is down).
-OIDC_ISSUER = env_str("OIDC_ISSUER").strip().rstrip("/")
-OIDC_CLIENT_ID = env_str("OIDC_CLIENT_ID")
-OIDC_CLIENT_SECRET = env_str("OIDC_CLIENT_SECRET")
-OIDC_SCOPES = env_str("OIDC_SCOPES", "openid email profile")
-OIDC_GROUPS_CLAIM = env_str("OIDC_GROUPS_CLAIM", "groups")
-OIDC_GROUP_PREFIX = env_str("OIDC_GROUP_PREFIX", "awaken:")
-OIDC_PROVIDER_NAME = env_str("OIDC_PROVIDER_NAME", "single sign-on")
-OIDC_CREATE_TEAMS = env_bool("OIDC_CREATE_TEAMS", True)
-# on: password form for everyone; superusers: break-glass only; off: no password sign-in
-AWAKEN_LOCAL_LOGIN = env_str("AWAKEN_LOCAL_LOGIN", "on").strip().lower()
-if AWAKEN_LOCAL_LOGIN not in ("on", "superusers", "off"):
-    raise ImproperlyConfigured(
-        f"AWAKEN_LOCAL_LOGIN must be on, superusers or off, got {AWAKEN_LOCAL_LOGIN!r}"
-    )
-if AWAKEN_LOCAL_LOGIN == "off" and not OIDC_ISSUER:
-    raise ImproperlyConfigured("AWAKEN_LOCAL_LOGIN=off needs OIDC_ISSUER (nobody could sign in)")
-if OIDC_ISSUER and not OIDC_CLIENT_ID:
-    raise ImproperlyConfigured("OIDC_ISSUER is set but OIDC_CLIENT_ID is empty")
-# what mozilla-django-oidc reads (the endpoints are filled in from discovery per request)
-OIDC_RP_CLIENT_ID = OIDC_CLIENT_ID
-OIDC_RP_CLIENT_SECRET = OIDC_CLIENT_SECRET
-OIDC_RP_SCOPES = OIDC_SCOPES
-OIDC_TIMEOUT = env_float("OIDC_TIMEOUT", 10.0, minimum=0.5)
-OIDC_USE_PKCE = True
-OIDC_STORE_ID_TOKEN = True  # the hint for the provider's logout
-LOGIN_REDIRECT_URL_FAILURE = "login"
+# --- Single sign-on (OpenID Connect; docs/sso.md): awaken_site/sso_options.py ----------------
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "runs:dashboard"

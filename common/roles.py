@@ -24,12 +24,14 @@ VIEW = [
     ("operations", "view_notificationchannel"),
     ("operations", "view_notificationrule"),
     ("operations", "view_failuregroup"),
+    ("operations", "view_budget"),
     ("common", "view_auditentry"),
     ("agents", "view_agent"),
     ("agents", "view_agentversion"),
     ("agents", "view_model"),
     ("agents", "view_modelprovider"),
     ("agents", "view_remoteendpoint"),
+    ("agents", "view_mcpserver"),
     ("agents", "view_note"),
     ("common", "view_team"),
 ]
@@ -41,6 +43,9 @@ OPERATE = [
     ("runs", "prioritize_run"),
     ("runs", "edit_pendinginput"),
     ("operations", "change_failuregroup"),  # resolve, ignore, reopen
+    ("runs", "add_schedule"),  # an operator creates, changes, pauses, resumes and
+    ("runs", "change_schedule"),  # runs now its teams' schedules; deleting one is an
+    ("runs", "run_schedule"),  # admin's (CONFIGURE)
 ]
 CONFIGURE = [
     (app, f"{verb}_{model}")
@@ -49,13 +54,14 @@ CONFIGURE = [
         ("agents", "model"),
         ("agents", "modelprovider"),
         ("agents", "remoteendpoint"),
-        ("runs", "schedule"),
+        ("agents", "mcpserver"),
         ("operations", "notificationchannel"),
         ("operations", "notificationrule"),
+        ("operations", "budget"),
     ]
     for verb in ("add", "change", "delete")
 ] + [
-    ("runs", "run_schedule"),
+    ("runs", "delete_schedule"),
     ("operations", "view_notificationdelivery"),
     ("replays", "replay_runs"),
     ("common", "change_team"),  # the team's settings, freeze and members

@@ -9,11 +9,18 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from common import limits
-from common.access import allowed_unfrozen, forget, site_wide, team_id_of, team_roles
+from common.access import (
+    allowed_unfrozen,
+    forget,
+    site_wide,
+    team_id_of,
+    team_roles,
+    visible_teams,
+)
 from common.audit import Actor, audit_record
 from common.errors import ConfirmationRequired, Forbidden, Frozen, InvalidInput, NotFound
 from common.models import Membership, Role, Team, default_team_id
@@ -119,6 +126,23 @@ def ensure_not_frozen_only(user: Any, perm: str, obj: Any) -> None:
     team_id = team_id_of(obj)
     if team_id is not None and allowed_unfrozen(user, perm, team_id):
         ensure_writable(team_id)
+
+
+def ensure_may_check(user: Any, perm: str, obj: Any, noun: str) -> None:
+    """A health check writes the checked row (an endpoint, an MCP server): a team's row by
+    those who may `perm` in its team, a shared row (no team) by site-wide holders only."""
+    ensure_writable(obj.team_id)
+    if obj.team_id is None:
+        if not site_wide(user, perm):
+            raise Forbidden(f"only site-wide admins check a shared {noun}")
+    else:
+        ensure_may(user, perm, obj, f"check this {noun}")
+
+
+def shared_or_visible(rows: QuerySet[Any], user: Any, perm: str) -> QuerySet[Any]:
+    """The shared rows (no team) and those of the teams where `user` may `perm`."""
+    teams = visible_teams(user, perm)
+    return rows if teams is None else rows.filter(Q(team__in=teams) | Q(team__isnull=True))
 
 
 # --- settings and freeze -----------------------------------------------------------------------

@@ -226,10 +226,9 @@ class OrmCheckpointStore:
     ) -> list[rt.Message] | None:
         """The checkpoint's transaction (run again, whole, if PostgreSQL ends it for a lock
         conflict: a checkpoint is never lost to one). The run row first, then the thread
-        (the lock order: runs.services.locks)."""
+        (the lock order: runs.services.locks). The writes after those two updates go as
+        one statement on PostgreSQL (common/writes.py), sent before the commit."""
         finishing = checkpoint.record.status is rt.RunStatus.DONE
-        # the writes after the run's and the thread's updates go as one statement on
-        # PostgreSQL (common/writes.py), sent before the commit
         with transaction.atomic(), WriteBatch() as batch:
             run = run_reserving_seqs(held, len(events), fields)
             if run is None:

@@ -10,7 +10,7 @@ from typing import Any
 from common.errors import InvalidInput
 from common.jsonsafe import JsonTooDeep, json_loads
 from runs.models import Ticket
-from runs.services.tickets import tool_schema
+from runs.services.tickets import ticket_tool_schema
 
 
 @dataclass
@@ -35,7 +35,7 @@ class EditField:
 
 
 def edit_fields(ticket: Ticket) -> list[EditField]:
-    schema = tool_schema(ticket.tool_name) or {}
+    schema = ticket_tool_schema(ticket) or {}
     properties: dict[str, Any] = schema.get("properties") or {}
     required = set(schema.get("required") or [])
     arguments = ticket.arguments if isinstance(ticket.arguments, dict) else {}

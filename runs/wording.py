@@ -55,6 +55,7 @@ WAITING_LABELS = {
     "awaiting_tasks": "Waiting for background tasks",
     "rate_limit": "Waiting: rate limited",
     "manual_pause": "Paused by an operator",
+    "budget": "Waiting: budget reached",
     "external_event": "Waiting for an external event",
 }
 
@@ -248,6 +249,8 @@ TABLES: dict[str, dict[str, str]] = {
         "run.failed": "Run failed",
         "run.given_up": "Run given up",
         "failure_group.new": "New failure group",
+        "ticket.closed": "Ticket closed (Slack message updated)",
+        "budget.warning": "Budget warning",
     },
 }
 

@@ -59,6 +59,9 @@ def clear_process_caches() -> None:
 
     agent_version_by_id.cache_clear()
     caches["default"].clear()  # the dashboard's figures, the usage sums
+    from runs.operations.services.budgets import cached as budgets
+
+    budgets.reset()  # the budgets a test set (docs/budgets.md)
 
 
 @pytest.fixture(autouse=True)

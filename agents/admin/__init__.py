@@ -1,5 +1,5 @@
 """Django admin for configuration; one module per part (all changes audited)."""
 
-from agents.admin import agents, endpoints, providers
+from agents.admin import agents, endpoints, mcp, providers
 
-__all__ = ["agents", "endpoints", "providers"]
+__all__ = ["agents", "endpoints", "mcp", "providers"]

@@ -11,6 +11,7 @@ from django.utils.safestring import SafeString
 
 from agents.models import Agent
 from agents.services.agents import agent_validate
+from agents.services.mcp import mcp_tools_available
 from agents.tools import registry
 from common.jsonsafe import json_loads
 from runs.runtime.permissions import (
@@ -71,7 +72,8 @@ class AgentAdminForm(forms.ModelForm):
     tools = ToolPickerField(
         required=False,
         help_text=(
-            "Registry tools offered to the model. Delegates (tools agent_run_&lt;id&gt;) are "
+            "Registry tools and MCP servers' tools (mcp__&lt;server&gt;__&lt;tool&gt;, listed "
+            "by the server's last check) offered to the model. Delegates (tools agent_run_&lt;id&gt;) are "
             "chosen under Delegates."
         ),
     )
@@ -111,16 +113,27 @@ class AgentAdminForm(forms.ModelForm):
             (tool.descriptor.name, _tool_label(tool.descriptor.name, tool.descriptor.description))
             for tool in registry
         ]
+        mcp_tools = mcp_tools_available(self._team_id())
+        choices += [
+            (name, _tool_label(name, f"MCP server {entry['server']}: {entry['description']}"))
+            for name, entry in sorted(mcp_tools.items())
+        ]
         choices += [
             (name, _tool_label(name, "not in the tool registry: untick it to save the agent"))
             for name in current
-            if name not in registry
+            if name not in registry and name not in mcp_tools
         ]
         field = self.fields["tools"]
         assert isinstance(field, ToolPickerField)
         field.choices = choices
         if not self.is_bound:
             self.initial["tools"] = current
+
+    def _team_id(self) -> Any:
+        """The agent's team: as submitted, else as saved (MCP tools are its team's and
+        the shared servers')."""
+        submitted = self.data.get("team") if self.is_bound else None
+        return submitted or self.instance.team_id or self.initial.get("team")
 
     def _current_tools(self) -> list[str]:
         tools = self.instance.tools

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers
@@ -17,12 +17,11 @@ from rest_framework.response import Response
 from agents.models import RemoteEndpoint
 from agents.selectors import endpoint_list
 from agents.services.endpoints import endpoint_check
-from common.access import site_wide, visible_teams
+from common.access import visible_teams
 from common.api.auth import actor_for
 from common.api.base import ApiView, get_or_not_found
 from common.api.errors import error_responses
-from common.errors import Forbidden
-from common.teams import ensure_may, ensure_writable
+from common.teams import ensure_may_check, shared_or_visible
 
 VIEW_ENDPOINT = "agents.view_remoteendpoint"
 CHECK_ENDPOINT = "agents.change_remoteendpoint"  # a check writes the endpoint's health
@@ -78,9 +77,7 @@ SLUG = OpenApiParameter(
 
 def _visible(request: Request) -> QuerySet[RemoteEndpoint]:
     """The shared endpoints and those of the teams the user may view."""
-    teams = visible_teams(request.user, VIEW_ENDPOINT)
-    rows = endpoint_list().select_related("team")
-    return rows if teams is None else rows.filter(Q(team__in=teams) | Q(team__isnull=True))
+    return shared_or_visible(endpoint_list().select_related("team"), request.user, VIEW_ENDPOINT)
 
 
 def _endpoint(request: Request, slug: str) -> RemoteEndpoint:
@@ -138,12 +135,7 @@ class EndpointCheckView(ApiView):
     )
     def post(self, request: Request, endpoint_id: str) -> Response:
         endpoint = _endpoint(request, endpoint_id)
-        ensure_writable(endpoint.team_id)
-        if endpoint.team_id is None:  # shared: site-wide admins check it
-            if not site_wide(request.user, CHECK_ENDPOINT):
-                raise Forbidden("only site-wide admins check a shared endpoint")
-        else:
-            ensure_may(request.user, CHECK_ENDPOINT, endpoint, "check this endpoint")
+        ensure_may_check(request.user, CHECK_ENDPOINT, endpoint, "endpoint")
         result = endpoint_check(endpoint=endpoint, actor=actor_for(request))
         endpoint = _endpoint(request, endpoint_id)
         return Response(

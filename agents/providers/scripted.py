@@ -23,7 +23,7 @@ from typing import Any
 
 from runs.runtime.ports import CancellationToken, InferenceRequest, StreamChunk
 from runs.runtime.testing import Turn, play_turn
-from runs.runtime.types import Message, Role, TokenUsage
+from runs.runtime.types import Message, Role, TokenUsage, ToolDescriptor
 
 END_OF_SCRIPT = "(end of script)"
 LAST_TOOL_RESULT = "{last_tool_result}"
@@ -131,7 +131,7 @@ def demo_policy(request: InferenceRequest) -> dict[str, Any]:
         return {"text": _background_summary(messages), "delay": DEMO_WORD_DELAY * 8}
     text = last_user.text() if last_user else ""
     lowered = text.lower()
-    call = _pick_tool(text, lowered, tools)
+    call = _pick_tool(text, lowered, tools) or _pick_mcp_tool(text, lowered, request.tools)
     if call is None:
         available = ", ".join(sorted(tools)) or "no tools"
         return {
@@ -180,6 +180,25 @@ def _pick_tool(text: str, lowered: str, tools: set[str]) -> dict[str, Any] | Non
             }
     if delegates:
         return {"name": delegates[0], "arguments": {"prompt": text}}
+    return None
+
+
+def _pick_mcp_tool(text: str, lowered: str, tools: list[ToolDescriptor]) -> dict[str, Any] | None:
+    """An MCP tool (`mcp__<server>__<tool>`) a word of whose name the user said ("count
+    the words: …" → word_count), its string arguments the text after the first ':'."""
+    subject = text.split(":", 1)[1].strip() if ":" in text else text
+    for tool in sorted(tools, key=lambda t: t.name):
+        if not tool.name.startswith("mcp__"):
+            continue
+        words = [w for w in tool.name.rsplit("__", 1)[-1].split("_") if len(w) > 3]
+        if any(word in lowered for word in words):
+            properties = tool.parameters.get("properties") or {}
+            arguments = {
+                name: subject[:2000]
+                for name, prop in properties.items()
+                if isinstance(prop, dict) and prop.get("type") == "string"
+            }
+            return {"name": tool.name, "arguments": arguments}
     return None
 
 

@@ -25,6 +25,7 @@ from runs.runtime.permissions import ESCALATION_ACTIONS, MAX_DEADLINE_SECONDS
 from runs.runtime.stop import StopConfigError, StopPolicies
 
 from .endpoints import endpoint_config_errors
+from .mcp import is_mcp_tool, mcp_tool_errors, mcp_tools_spec
 from .permissions import permission_message, response_error
 
 MAX_ROUNDS_LIMIT = 1000
@@ -42,7 +43,7 @@ def agent_config_errors(
     if not isinstance(tools, list) or not all(isinstance(t, str) for t in tools):
         errors["tools"] = 'Tools must be a JSON list of tool names, e.g. ["calculator"].'
     else:
-        unknown = sorted(set(tools) - set(tool_names()))
+        unknown = sorted(set(tools) - set(tool_names()) - {t for t in tools if is_mcp_tool(t)})
         if unknown:
             errors["tools"] = (
                 f"Unknown tools: {', '.join(unknown)}. Remove them or pick from: "
@@ -156,21 +157,9 @@ def ticket_escalation_errors(agent: Agent) -> dict[str, str]:
     return errors
 
 
-def agent_validate(
-    agent: Agent,
-    *,
-    delegates: Iterable[Agent] | None = None,
-) -> dict[str, str]:
-    """Field -> message (saying what to fix) for everything wrong with the draft.
-
-    `delegates` overrides the saved delegates (an admin form validates before saving).
-    """
-    errors = agent_config_errors(
-        tools=agent.tools,
-        permission=agent.permission,
-        max_rounds=agent.max_rounds,
-        stop_conditions=agent.stop_conditions,
-    )
+def _model_endpoint_errors(agent: Agent) -> dict[str, str]:
+    """A local agent's model or a remote agent's endpoint: one of them, and usable."""
+    errors: dict[str, str] = {}
     model_id, endpoint_id = agent.model_id, agent.endpoint_id
     has_model, has_endpoint = model_id is not None, endpoint_id is not None
     if not has_model and not has_endpoint:
@@ -195,6 +184,29 @@ def agent_validate(
                     f"Endpoint '{endpoint.slug}' is not usable: {'; '.join(problems)}. "
                     "Fix it under Remote endpoints or choose another."
                 )
+    return errors
+
+
+def agent_validate(
+    agent: Agent,
+    *,
+    delegates: Iterable[Agent] | None = None,
+) -> dict[str, str]:
+    """Field -> message (saying what to fix) for everything wrong with the draft.
+
+    `delegates` overrides the saved delegates (an admin form validates before saving).
+    """
+    errors = agent_config_errors(
+        tools=agent.tools,
+        permission=agent.permission,
+        max_rounds=agent.max_rounds,
+        stop_conditions=agent.stop_conditions,
+    )
+    if "tools" not in errors:
+        mcp_problem = mcp_tool_errors(list(agent.tools), agent.team_id)
+        if mcp_problem:
+            errors["tools"] = mcp_problem
+    errors.update(_model_endpoint_errors(agent))
     errors.update(ticket_escalation_errors(agent))
     if delegates is None:
         chosen = list(agent.delegates.all()) if agent.pk else []
@@ -237,8 +249,9 @@ def agent_publish_errors(agent: Agent) -> dict[str, str]:
 
 
 def agent_spec(agent: Agent) -> dict[str, Any]:
-    """The configuration a run pins: everything needed to resolve the agent later."""
-    return {
+    """The configuration a run pins: everything needed to resolve the agent later (the
+    schemas of its MCP tools too, under `mcp_tools`, when it has any)."""
+    spec: dict[str, Any] = {
         "id": agent.slug,
         "name": agent.name,
         "description": agent.description,
@@ -255,6 +268,10 @@ def agent_spec(agent: Agent) -> dict[str, Any]:
         "ticket_default_response": agent.ticket_default_response,
         "ticket_warning_seconds": agent.ticket_warning_seconds,
     }
+    mcp_tools = mcp_tools_spec(list(agent.tools or []), agent.team_id)
+    if mcp_tools:
+        spec["mcp_tools"] = mcp_tools
+    return spec
 
 
 SPEC_DEFAULTS: dict[str, Any] = {

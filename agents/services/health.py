@@ -1,5 +1,5 @@
-"""The recorded health of providers and endpoints: the outcome of the last probe or real
-call.
+"""The recorded health of providers, endpoints and MCP servers: the outcome of the last
+probe or real call.
 
 Writes are guarded updates: an outcome older than the one already recorded never
 overwrites it, and (for a provider's model calls, `only_if_changed`) a success only writes
@@ -14,6 +14,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from agents.models import Health, HealthFields, ModelProvider, RemoteEndpoint
+from agents.models_mcp import McpServer
 
 ERROR_LIMIT = 2000
 
@@ -85,3 +86,17 @@ class HealthReporter:
             only_if_changed=True,
         )
         self.healthy = error is None
+
+
+def mcp_server_health_record(
+    *,
+    server_id: Any,
+    ok: bool,
+    error: str = "",
+    at: dt.datetime | None = None,
+    only_if_changed: bool = False,
+) -> bool:
+    """Record an MCP server's check or call outcome (at `at`, default now)."""
+    return _health_record(
+        McpServer, server_id, error=None if ok else error, at=at, only_if_changed=only_if_changed
+    )

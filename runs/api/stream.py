@@ -84,6 +84,10 @@ class EventStream:
         self.started = time.monotonic()
         self.last_write = self.started
 
+    def encode(self, frame: dict[str, Any]) -> list[bytes]:
+        """What the client receives for one event (a subclass may translate it)."""
+        return [sse_message(frame)]
+
     def poll(self) -> list[bytes]:
         try:
             return self._poll()
@@ -111,7 +115,7 @@ class EventStream:
             if not events:
                 break
             for event in events:
-                chunks.append(sse_message(event.as_frame()))
+                chunks.extend(self.encode(event.as_frame()))
                 self.last_seq = event.seq
                 if not self.follow and ends_run_stream(event.payload):
                     self.done = True
@@ -240,7 +244,7 @@ class EventStream:
             seq = int(frame["seq"])
             if seq <= self.last_seq:
                 continue
-            chunks.append(sse_message(frame))
+            chunks.extend(self.encode(frame))
             self.last_seq = seq
             if ends_run_stream(frame):
                 if not self.follow:

@@ -1,3 +1,3 @@
 """The admin of operations: registered by importing its modules."""
 
-from runs.operations import admin_notifications, admin_schedules  # noqa: F401
+from runs.operations import admin_budgets, admin_notifications, admin_schedules  # noqa: F401

@@ -78,6 +78,7 @@ class NotificationChannelAdmin(TeamAdmin):
         (None, {"fields": ("name", "kind", "enabled", "sending")}),
         ("Webhook and Slack", {"fields": ("url_state", "url")}),
         ("Signing (webhooks)", {"fields": ("secret_state", "signing_secret", "generate_secret")}),
+        ("Slack app", {"fields": ("bot_token", "slack_channel")}),
         ("Email", {"fields": ("email_to",)}),
         ("Record", {"fields": ("created_at", "updated_at")}),
     )
@@ -113,7 +114,7 @@ class NotificationChannelAdmin(TeamAdmin):
     def secret_state(self, obj: NotificationChannel) -> str:
         return "Stored (encrypted; never shown)." if obj.signing_secret_encrypted else "None."
 
-    @method_decorator(sensitive_post_parameters("url", "signing_secret"))
+    @method_decorator(sensitive_post_parameters("url", "signing_secret", "bot_token"))
     def changeform_view(
         self,
         request: HttpRequest,

@@ -39,7 +39,8 @@ def run_link(run_id: Any) -> str:
 
 @admin.register(Schedule)
 class ScheduleAdmin(TeamAdmin):
-    """A schedule belongs to its agent's team: that team's admins configure it."""
+    """A schedule belongs to its agent's team: that team's operators and admins configure
+    it, its admins delete it."""
 
     form = ScheduleForm
     team_path = "agent__team"

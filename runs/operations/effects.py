@@ -2,7 +2,8 @@
 (runs.services.run_end): notifications queued as outbox rows and failure groups, each a
 function of its context alone, in the transaction that ended the run (or opened the
 tickets). Their place in the order is the settings' `AWAKEN_RUN_END_EFFECTS` and
-`AWAKEN_TICKET_OPENED_EFFECTS`."""
+`AWAKEN_TICKET_OPENED_EFFECTS`; the Slack messages of closed tickets are updated by
+`AWAKEN_TICKET_CLOSED_EFFECTS`."""
 
 from __future__ import annotations
 
@@ -10,8 +11,14 @@ from typing import Any
 
 from runs.operations.models.notifications import NotificationEvent
 from runs.operations.services.failures import failure_record
-from runs.operations.services.notifications import notify_run, notify_run_finished, notify_tickets
-from runs.services.run_end import FAILED, FINISHED, RunEnded, TicketsOpened
+from runs.operations.services.notifications import (
+    notify_run,
+    notify_run_finished,
+    notify_tickets,
+    outbox_insert,
+)
+from runs.operations.services.notify_slack import tickets_closed_queue
+from runs.services.run_end import FAILED, FINISHED, RunEnded, TicketsClosed, TicketsOpened
 
 
 def effect_notify_ended(ctx: RunEnded) -> Any:
@@ -39,3 +46,9 @@ def effect_notify_tickets(ctx: TicketsOpened) -> Any:
     if ctx.replay or not ctx.tickets:
         return 0
     return notify_tickets(ctx.tickets, NotificationEvent.TICKET_OPENED)
+
+
+def effect_slack_tickets_closed(ctx: TicketsClosed) -> Any:
+    """The tickets' Slack messages (of Slack app channels) are rewritten to say who
+    decided what and when: queued as `ticket.closed` outbox rows, sent after commit."""
+    return outbox_insert(tickets_closed_queue(list(ctx.ticket_ids), ctx.now))

@@ -13,8 +13,8 @@ from django.core.validators import validate_email
 from django.utils import timezone
 
 from runs.operations.models.notifications import (
+    ROUTABLE_EVENT_CHOICES,
     NotificationChannel,
-    NotificationEvent,
     NotificationRule,
     NotificationSubscription,
 )
@@ -25,6 +25,7 @@ from runs.operations.services.notify_send import (
     new_signing_secret,
     target_url_error,
 )
+from runs.operations.services.notify_slack import channel_set_bot_token
 
 MIN_SECRET_CHARS = 16
 WRITE_ONLY = forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"})
@@ -55,6 +56,16 @@ class NotificationChannelForm(forms.ModelForm):
         f"{MIN_SECRET_CHARS} characters). Write-only; leave blank to keep the stored one, or "
         "tick the box below to have one generated.",
     )
+    bot_token = forms.CharField(
+        label="Bot token",
+        required=False,
+        strip=True,
+        max_length=500,
+        widget=WRITE_ONLY,
+        help_text="Slack app channels: the bot's token (xoxb-...), with the chat:write scope "
+        "(and users:read.email to link users by e-mail). Write-only: stored encrypted, never "
+        "shown again; leave blank to keep the stored one.",
+    )
     generate_secret = forms.BooleanField(
         label="Generate a new signing secret",
         required=False,
@@ -64,13 +75,21 @@ class NotificationChannelForm(forms.ModelForm):
 
     class Meta:
         model = NotificationChannel
-        fields = ["name", "kind", "enabled", "email_to"]
+        fields = ["name", "kind", "enabled", "email_to", "slack_channel"]
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         kind = data.get("kind")
         url, secret = data.get("url") or "", data.get("signing_secret") or ""
         Kind = NotificationChannel.Kind
+        if kind != Kind.SLACK_APP:
+            if data.get("bot_token"):
+                self.add_error("bot_token", "Only Slack app channels have a bot token.")
+            if data.get("slack_channel"):
+                self.add_error("slack_channel", "Only Slack app channels post to a Slack channel.")
+        if kind == Kind.SLACK_APP:
+            self._clean_slack_app(data, url, secret)
+            return data
         if kind == Kind.EMAIL:
             self._clean_email(data, url, secret)
         elif kind in (Kind.WEBHOOK, Kind.SLACK):
@@ -91,6 +110,20 @@ class NotificationChannelForm(forms.ModelForm):
             self.add_error("signing_secret", "Only webhook channels sign what they send.")
         return data
 
+    def _clean_slack_app(self, data: dict[str, Any], url: str, secret: str) -> None:
+        if url:
+            self.add_error("url", "Slack app channels have no URL: they use the bot token.")
+        if data.get("email_to"):
+            self.add_error("email_to", "Only email channels have recipients.")
+        if data.get("generate_secret"):
+            self.add_error("generate_secret", "Slack makes the app's signing secret: paste it.")
+        if not data.get("bot_token") and not self.instance.bot_token_encrypted:
+            self.add_error("bot_token", "Enter the bot token (xoxb-...).")
+        if not secret and not self.instance.signing_secret_encrypted:
+            self.add_error("signing_secret", "Enter the Slack app's signing secret.")
+        if not (data.get("slack_channel") or "").strip():
+            self.add_error("slack_channel", "Enter the Slack channel's id (C0123...).")
+
     def _clean_email(self, data: dict[str, Any], url: str, secret: str) -> None:
         recipients = email_list(data.get("email_to") or "")
         if not recipients:
@@ -110,9 +143,18 @@ class NotificationChannelForm(forms.ModelForm):
         channel: NotificationChannel = super().save(commit=False)
         data = self.cleaned_data
         self.generated_secret = ""
+        if channel.kind != NotificationChannel.Kind.SLACK_APP:
+            channel.bot_token_encrypted, channel.slack_channel = "", ""
         if channel.kind == NotificationChannel.Kind.EMAIL:
             channel_set_url(channel, "")
             channel_set_secret(channel, "")
+        elif channel.kind == NotificationChannel.Kind.SLACK_APP:
+            channel_set_url(channel, "")
+            channel.slack_channel = channel.slack_channel.strip()
+            if data.get("bot_token"):
+                channel_set_bot_token(channel, data["bot_token"])
+            if data.get("signing_secret"):
+                channel_set_secret(channel, data["signing_secret"])
         else:
             if data.get("url"):
                 channel_set_url(channel, data["url"])
@@ -134,7 +176,7 @@ class RouteForm(forms.ModelForm):
     glob (ticket events only)."""
 
     events = forms.MultipleChoiceField(
-        choices=NotificationEvent.choices,
+        choices=ROUTABLE_EVENT_CHOICES,
         required=False,
         widget=forms.CheckboxSelectMultiple,
         help_text="None ticked: every event.",

@@ -1,8 +1,8 @@
-"""The schedule form the admin and the schedules pages share (docs/schedules.md): it
-validates through the service (`schedule_config_errors`), so an invalid cron expression,
-interval, time zone or message, or an agent never published, is refused with the same
-message on the field to fix wherever a schedule is edited. Also how a schedule's timing
-and times are shown."""
+"""The schedule form the admin, the schedules pages and the API share (docs/schedules.md):
+it validates through the service (`schedule_config_errors`), so a name taken, an invalid
+cron expression, interval, time zone or message, or an agent never published, is refused
+with the same message on the field to fix wherever a schedule is edited. Also how a
+schedule's timing and times are shown."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ import datetime as dt
 from typing import Any
 
 from django import forms
+from django.core.exceptions import ValidationError
 
 from common.errors import ServiceError
 from runs.models import Schedule
-from runs.operations.services.schedules import schedule_config_errors, zone_for
+from runs.operations.services.schedule_rules import schedule_config_errors, zone_for
 
 FORM_FIELDS = (
     "name",
@@ -28,13 +29,13 @@ FORM_FIELDS = (
     "priority",
     "enabled",
 )
-CHECKED = ("kind", "cron", "interval_seconds", "message", "agent")
 UNITS = ((86400, "d"), (3600, "h"), (60, "min"), (1, "s"))
 
 
 class ScheduleForm(forms.ModelForm):
-    """Refuses an invalid cron expression, interval, time zone or message, and an agent
-    with no published version, with a message on the field to fix."""
+    """Refuses a name taken, an invalid cron expression, interval, time zone or message,
+    and an agent with no published version, with the service's message on the field to
+    fix (a field's own check, such as a required one, speaks first)."""
 
     class Meta:
         model = Schedule
@@ -43,14 +44,23 @@ class ScheduleForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
-        candidate = Schedule(
-            **{name: data.get(name) for name in CHECKED},
-            timezone=data.get("timezone") or "",
-        )
+        values = {name: data.get(name) for name in FORM_FIELDS}
+        values["timezone"] = values["timezone"] or ""
+        candidate = Schedule(pk=self.instance.pk, **values)
         for field, message in schedule_config_errors(candidate).items():
             if field in self.fields and field not in self.errors:
                 self.add_error(field, message)
         return data
+
+    def validate_unique(self) -> None:
+        """A name taken is the service's check (in `clean`), with its message: the other
+        valid fields' uniqueness only."""
+        checked = set(self.cleaned_data) - {"name"}
+        exclude = {field.name for field in Schedule._meta.get_fields()} - checked
+        try:
+            self.instance.validate_unique(exclude=exclude)
+        except ValidationError as error:
+            self.add_error(None, error)
 
 
 class AgentChoice(forms.ModelChoiceField):

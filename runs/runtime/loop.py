@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,7 @@ from .background import AWAITING_TASKS, BackgroundWork
 from .checkpoint import ActivationLog, RunProgress, activation_checkpoint, error_payload_of
 from .events import Event
 from .identity import RunIdentity
+from .messages import model_visible_messages
 from .ports import (
     BackgroundResult,
     CancellationToken,
@@ -104,45 +106,6 @@ class AgentRunResult:
     status_reason: str | None
 
 
-def model_visible_messages(messages: list[Message]) -> list[Message]:
-    """What the model sees of the log: every answered call followed directly by its answer
-    (the last one: a suspended placeholder gives way to the real result, even when the
-    result was appended after later input); unanswered calls are left out."""
-    answers: dict[str, Message] = {}
-    for message in messages:
-        if message.role is Role.TOOL and message.tool_call_id:
-            answers[message.tool_call_id] = message
-    visible: list[Message] = []
-    for message in messages:
-        if message.role is Role.TOOL:
-            continue
-        if message.role is Role.ASSISTANT and message.tool_calls:
-            answered = [call for call in message.tool_calls if call.id in answers]
-            if not answered and not message.text():
-                continue
-            if len(answered) != len(message.tool_calls):
-                message = Message(
-                    role=message.role,
-                    content=message.content,
-                    tool_calls=answered or None,
-                    id=message.id,
-                    run_id=message.run_id,
-                    step_index=message.step_index,
-                )
-            visible.append(message)
-            visible.extend(answers[call.id] for call in answered)
-            continue
-        visible.append(message)
-    while (
-        visible
-        and visible[-1].role is Role.ASSISTANT
-        and not visible[-1].text()
-        and not visible[-1].tool_calls
-    ):
-        visible.pop()
-    return visible
-
-
 class AgentLoop:
     """One activation of a run: from its last checkpoint until it ends or waits."""
 
@@ -160,6 +123,7 @@ class AgentLoop:
         decisions: list[tuple[str, ToolCallResume]] | None = None,
         background_results: list[BackgroundResult] | None = None,
         background: bool = False,
+        gate: Callable[[], str | None] | None = None,
     ) -> None:
         """`background`: tools may start background work the run waits for (a top-level
         run with a store); `background_results`: finished work this activation receives."""
@@ -194,6 +158,7 @@ class AgentLoop:
         self._step_message_id = ""
         self.background = BackgroundWork(self.state, self.emit)
         self.background_results = background_results or []
+        self.gate = gate  # asked before each step: None, or the reason to wait with
         self.tools = ToolRunner(
             agent,
             identity,
@@ -301,6 +266,10 @@ class AgentLoop:
             if self.cancel.is_cancelled():
                 self._set_status(RunStatus.DONE, "cancelled")
                 termination = TerminationReason.cancelled()
+                break
+            if self.gate is not None and (reason := self.gate()):  # e.g. "budget"
+                self._set_status(RunStatus.WAITING, reason)  # no model call: it waits
+                termination = TerminationReason.suspended()
                 break
             termination = self._step()
         return self._finish(termination)

@@ -102,3 +102,42 @@ class Message:
             step_index=metadata.get("step_index"),
             id=data.get("id"),
         )
+
+
+def model_visible_messages(messages: list[Message]) -> list[Message]:
+    """What the model sees of the log: every answered call followed directly by its answer
+    (the last one: a suspended placeholder gives way to the real result, even when the
+    result was appended after later input); unanswered calls are left out."""
+    answers: dict[str, Message] = {}
+    for message in messages:
+        if message.role is Role.TOOL and message.tool_call_id:
+            answers[message.tool_call_id] = message
+    visible: list[Message] = []
+    for message in messages:
+        if message.role is Role.TOOL:
+            continue
+        if message.role is Role.ASSISTANT and message.tool_calls:
+            answered = [call for call in message.tool_calls if call.id in answers]
+            if not answered and not message.text():
+                continue
+            if len(answered) != len(message.tool_calls):
+                message = Message(
+                    role=message.role,
+                    content=message.content,
+                    tool_calls=answered or None,
+                    id=message.id,
+                    run_id=message.run_id,
+                    step_index=message.step_index,
+                )
+            visible.append(message)
+            visible.extend(answers[call.id] for call in answered)
+            continue
+        visible.append(message)
+    while (
+        visible
+        and visible[-1].role is Role.ASSISTANT
+        and not visible[-1].text()
+        and not visible[-1].tool_calls
+    ):
+        visible.pop()
+    return visible

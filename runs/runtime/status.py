@@ -43,6 +43,7 @@ class WaitingReason(StrEnum):
     EXTERNAL_EVENT = "external_event"
     RATE_LIMIT = "rate_limit"
     MANUAL_PAUSE = "manual_pause"
+    BUDGET = "budget"  # our addition: a team's or agent's budget is spent (docs/budgets.md)
 
 
 def waiting_reason_from_status_reason(status_reason: str | None) -> WaitingReason:
@@ -58,6 +59,8 @@ def waiting_reason_from_status_reason(status_reason: str | None) -> WaitingReaso
             return WaitingReason.RATE_LIMIT
         case "manual_pause":
             return WaitingReason.MANUAL_PAUSE
+        case "budget":
+            return WaitingReason.BUDGET
         case _:
             return WaitingReason.EXTERNAL_EVENT
 

@@ -106,6 +106,7 @@ WAITING_REASON_FILTERS = {
     "background_tasks": Q(status_reason="awaiting_tasks"),
     "rate_limit": Q(status_reason="rate_limit"),
     "manual_pause": Q(status_reason="manual_pause"),
+    "budget": Q(status_reason="budget"),
 }
 
 # Columns a list row never shows; some are large (a run's state, its input snapshot).

@@ -63,6 +63,7 @@ from runs.services.leases import (
 from runs.services.locks import lock_thread_of, retry_lock_conflicts
 from runs.services.run_end import FAILED, RunEnded, run_end_effects, run_is_replay
 from runs.services.runs import run_request_cancel_flag
+from runs.services.step_gates import run_step_gate
 from runs.services.tickets import tickets_close_open
 from runs.sql import release_connection, update_returning
 from runs.store import (
@@ -131,7 +132,11 @@ class Segment:
                 trace=self.trace,
                 replay=run_is_replay(run),
             ),
-            control=BackendControl(cancellation_token=self.token, decisions_attached=False),
+            control=BackendControl(
+                cancellation_token=self.token,
+                decisions_attached=False,
+                step_gate=run_step_gate(run),  # e.g. budgets (docs/budgets.md)
+            ),
             previous=record_from_row(run),
             # a run that never checkpointed has no tool calls yet
             tool_calls=load_open_tool_calls(run.pk) if run.steps else {},

@@ -13,7 +13,9 @@ own effects are in `runs.services.end_effects`; the apps above it keep theirs
 
 Likewise a checkpoint that opens tickets (and every checkpoint of a replay, whose set's
 policy decides them) calls `tickets_opened_effects` with a `TicketsOpened`, after its
-events are appended: `AWAKEN_TICKET_OPENED_EFFECTS`.
+events are appended: `AWAKEN_TICKET_OPENED_EFFECTS`; and whatever closes tickets (a
+decision, a run ending with tickets open) calls `tickets_closed_effects` with a
+`TicketsClosed`: `AWAKEN_TICKET_CLOSED_EFFECTS`.
 
 An effect's exception rolls the whole transaction back, the end with it (effects that
 must not, such as the metrics, do their work on commit). This module imports no service:
@@ -84,8 +86,19 @@ class TicketsOpened:
     replay: bool = False
 
 
+@dataclass(frozen=True)
+class TicketsClosed:
+    """Tickets that this transaction closed: decided (by a person, a policy or their
+    deadline's default action) or cancelled with their run. Their ids only: whatever an
+    effect tells about them it reads when it acts, outside this transaction."""
+
+    ticket_ids: Sequence[Any]
+    now: dt.datetime
+
+
 RunEndEffect = Callable[[RunEnded], Any]
 TicketsOpenedEffect = Callable[[TicketsOpened], Any]
+TicketsClosedEffect = Callable[[TicketsClosed], Any]
 
 
 def run_end_effects_declared() -> tuple[RunEndEffect, ...]:
@@ -94,6 +107,10 @@ def run_end_effects_declared() -> tuple[RunEndEffect, ...]:
 
 def tickets_opened_effects_declared() -> tuple[TicketsOpenedEffect, ...]:
     return declared("AWAKEN_TICKET_OPENED_EFFECTS")
+
+
+def tickets_closed_effects_declared() -> tuple[TicketsClosedEffect, ...]:
+    return declared("AWAKEN_TICKET_CLOSED_EFFECTS")
 
 
 def run_end_effects(ctx: RunEnded) -> None:
@@ -106,3 +123,10 @@ def tickets_opened_effects(ctx: TicketsOpened) -> None:
     """Run the declared ticket-opened effects in order, in the caller's transaction."""
     for effect in tickets_opened_effects_declared():
         effect(ctx)
+
+
+def tickets_closed_effects(ctx: TicketsClosed) -> None:
+    """Run the declared ticket-closed effects in order, in the caller's transaction."""
+    if ctx.ticket_ids:
+        for effect in tickets_closed_effects_declared():
+            effect(ctx)

@@ -14,6 +14,7 @@ forms, the CLI and `run_set_priority` call it, so a bad priority reads the same 
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -116,7 +117,8 @@ class Origin:
     the agent `version` it pins (None: the latest published), the new thread's
     `title_prefix` and `resource_id`, `team_guard` (False: the caller checked the freeze
     already, or is not guarded: replays, queued input) and `provenance`, the run's fields
-    that say where it comes from (`schedule`, `forked_from`, `fork_step`, `fork_edit`)."""
+    that say where it comes from (`schedule`, `forked_from`, `fork_step`, `fork_edit`).
+    `thread_id`: the new thread's id when the client names it (AG-UI's threadId)."""
 
     run_mode: str = "foreground"
     version: AgentVersion | None = None
@@ -124,6 +126,7 @@ class Origin:
     resource_id: str = ""
     team_guard: bool = True
     provenance: tuple[tuple[str, Any], ...] = ()
+    thread_id: uuid.UUID | None = None
 
 
 PROVENANCE_FIELDS = ("schedule", "forked_from", "fork_step", "fork_edit")

@@ -25,6 +25,8 @@ def submission_new_thread(cmd: Submission, agent: Agent) -> Thread:
         thread.title = f"{cmd.origin.title_prefix}{thread.title}"[:300]
     if cmd.origin.resource_id:
         thread.resource_id = cmd.origin.resource_id
+    if cmd.origin.thread_id is not None:
+        thread.id = cmd.origin.thread_id
     return thread
 
 

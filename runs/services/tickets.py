@@ -13,6 +13,7 @@ from django.db.models import F
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
+from agents.services.mcp import is_mcp_tool, mcp_tool_schema
 from agents.tools import UnknownToolError, get_tool
 from common import limits
 from common.audit import SYSTEM, Actor, audit_record
@@ -27,6 +28,7 @@ from runs.services import stats
 from runs.services.dispatch import enqueue_on_commit
 from runs.services.events import events_append, run_reserving_seqs
 from runs.services.locks import retry_lock_conflicts
+from runs.services.run_end import TicketsClosed, tickets_closed_effects
 
 ACTIONS = ("approve", "edit", "reject", "respond")
 
@@ -142,7 +144,7 @@ def _validate(ticket: Ticket, action: str, arguments: Any, payload: Any) -> None
     if action == "edit":
         if not isinstance(arguments, dict):
             raise InvalidInput("edit needs arguments: a JSON object for the tool")
-        schema = tool_schema(ticket.tool_name)
+        schema = ticket_tool_schema(ticket)
         if schema is not None:
             try:
                 jsonschema.validate(arguments, schema)
@@ -154,13 +156,25 @@ def _validate(ticket: Ticket, action: str, arguments: Any, payload: Any) -> None
                 ) from exc
 
 
-def tool_schema(tool_name: str) -> dict[str, Any] | None:
+def tool_schema(tool_name: str, spec: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The input schema of `tool_name`; an MCP tool's is the one `spec` (the run's pinned
+    version) froze."""
     if tool_name.startswith(DELEGATE_TOOL_PREFIX):
         return copy.deepcopy(DELEGATE_PARAMETERS)
+    if is_mcp_tool(tool_name):
+        return mcp_tool_schema(tool_name, spec)
     try:
         return get_tool(tool_name).descriptor.parameters
     except UnknownToolError:
         return None
+
+
+def ticket_tool_schema(ticket: Ticket) -> dict[str, Any] | None:
+    """The input schema of the ticket's tool, as the run's pinned version knows it."""
+    spec = None
+    if is_mcp_tool(ticket.tool_name):
+        spec = ticket.run.agent_version.spec
+    return tool_schema(ticket.tool_name, spec)
 
 
 def decision_submit(
@@ -406,18 +420,20 @@ def _settle_run(
         if dispatch:
             enqueue_on_commit(run.pk)
     stats.tickets_closed([(ticket.created_at, run.agent_id)], now)
+    tickets_closed_effects(TicketsClosed([ticket.pk], now))
 
 
 def tickets_close_open(run: Run, now: Any) -> None:
     """Cancel the run's pending tickets (the run is ending); the caller saves the run,
     whose `open_tickets` is set to 0 here."""
     pending = Ticket.objects.filter(run=run, status=Ticket.Status.PENDING)
-    closing = list(pending.values_list("created_at", flat=True))
+    closing = list(pending.values_list("pk", "created_at"))
     if closing:
         pending.update(
             status=Ticket.Status.CANCELLED, closed_at=now, claimed_by=None, claimed_until=None
         )
-        stats.tickets_closed([(created, run.agent_id) for created in closing], now)
+        stats.tickets_closed([(created, run.agent_id) for _, created in closing], now)
+        tickets_closed_effects(TicketsClosed([pk for pk, _ in closing], now))
     run.open_tickets = 0
 
 

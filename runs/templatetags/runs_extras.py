@@ -103,6 +103,9 @@ def event_summary(event: dict[str, Any]) -> str:
         termination = event.get("termination") or {}
         value = termination.get("value")
         said = wording.say(termination.get("type"), "termination")
+        reason = (event.get("result") or {}).get("status_reason")
+        if termination.get("type") == "suspended" and reason and reason != "suspended":
+            said = wording.waiting_label(reason)  # e.g. a budget, not a decision, holds it
         return f"{said} {compact_json(value) if value is not None else ''}".strip()
     if kind == "ticket_decided":
         decision = event.get("decision") or {}

@@ -30,6 +30,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from runs.operations.services.email_links import approval_token
+from runs.operations.services.slack_links import SlackIdentity, link_url
+
 from .world import Side
 
 PUBLIC, FALLBACK, LIST, DETAIL, ACTION, LOOKUP, OWN = (
@@ -118,6 +121,10 @@ def provider_slug(side: Side) -> str:
     return side.provider.slug
 
 
+def slack_link_token(side: Side) -> str:
+    return link_url(SlackIdentity("T1", f"U-new-{side.slug}")).rsplit("/", 1)[1]
+
+
 def none(side: Side) -> dict[str, Any]:
     return {}
 
@@ -153,6 +160,16 @@ def schedule_body(side: Side) -> dict[str, Any]:
     }
 
 
+def api_schedule_body(side: Side) -> dict[str, Any]:
+    return {
+        "name": f"matrix {side.slug} api schedule",
+        "agent_id": side.agent.slug,
+        "message": "report",
+        "kind": "interval",
+        "interval_seconds": 600,
+    }
+
+
 def route(side: Side) -> dict[str, Any]:
     return {"rule_id": side.rule.pk}
 
@@ -173,6 +190,14 @@ def route_row(side: Side) -> str:
 
 def route_body(side: Side) -> dict[str, Any]:
     return {"channel": side.rule.channel_id, "agent": side.agent.pk, "enabled": "on"}
+
+
+def budget(side: Side) -> dict[str, Any]:
+    return {"budget_id": side.budget.pk}
+
+
+def budget_team(side: Side) -> str:
+    return f'"team":"{side.team.slug}"'
 
 
 def team_slug(side: Side) -> dict[str, Any]:
@@ -223,6 +248,9 @@ ENTRIES: dict[str, Entry] = {
     "oidc_authentication_callback": _page(PUBLIC, reason="the identity provider's answer"),
     "logout": _page(PUBLIC, reason="signs the caller out; names no object"),
     "healthz": _page(PUBLIC, reason="liveness probe; names no object"),
+    "runs:slack-actions": _page(
+        PUBLIC, reason="Slack's signed requests (tests/test_slack_approvals.py); no session"
+    ),
     "readyz": _page(PUBLIC, reason="readiness probe; names no object"),
     "metrics": _page(PUBLIC, reason="Prometheus figures, site-wide, behind its own token"),
     "api-schema": _page(PUBLIC, reason="the OpenAPI schema; names no object"),
@@ -329,6 +357,15 @@ ENTRIES: dict[str, Entry] = {
     "runs:notification-unsubscribe": _page(
         OWN, lambda side: {"subscription_id": side.subscription.pk}, POST
     ),
+    "runs:slack-unlink": _page(OWN, lambda side: {"link_id": side.slack_link.pk}, POST),
+    "runs:slack-link": _page(
+        SELF,
+        lambda side: {"token": slack_link_token(side)},
+        reason="offers to link a Slack user to the caller; names no object of a team",
+    ),
+    "runs:email-approval": _page(
+        DETAIL, lambda side: {"token": approval_token(side.ticket.pk, "approve")}
+    ),
     "runs:token-revoke": _page(OWN, lambda side: {"token_id": side.token_id}, POST),
     # --- API: lists and exports -----------------------------------------------------------
     "api-runs": _api(
@@ -355,7 +392,23 @@ ENTRIES: dict[str, Entry] = {
     "api-endpoints": _api(
         LIST, extra=lambda side: [side.endpoint.slug], shows=lambda side: side.endpoint.slug
     ),
+    "api-mcp-servers": _api(
+        LIST, extra=lambda side: [side.mcp_server.slug], shows=lambda side: side.mcp_server.slug
+    ),
     "api-stats": _api(LIST, extra=agent_slug, figures=True),
+    "api-budgets": _api(
+        LIST,
+        shows=budget_team,
+        extra=lambda side: [budget_team(side)],
+        post=_api(
+            LOOKUP,
+            none,
+            POST,
+            body=lambda side: {"team": side.team.slug, "period": "month", "token_limit": 5},
+            who="admin",
+        ),
+    ),
+    "api-budget": _api(DETAIL, budget, ("GET", "PATCH", "DELETE"), who="admin"),
     "api-audit": _api(LIST, shows=lambda side: side.audit.action),
     "api-audit-export": _api(LIST, shows=lambda side: side.audit.action),
     "api-saved-views": _api(LIST, extra=lambda side: [side.saved_view.name]),
@@ -417,7 +470,22 @@ ENTRIES: dict[str, Entry] = {
     "api-thread-interrupt": _api(ACTION, thread, POST),
     "api-input": _api(DETAIL, pending, ("GET", "PATCH", "DELETE")),
     "api-agent": _api(DETAIL, lambda side: {"agent_id": side.agent.slug}, API_DETAIL),
+    "api-agent-ag-ui": _api(
+        ACTION,
+        lambda side: {"agent_id": side.agent.slug},
+        POST,
+        body=lambda side: {
+            "threadId": str(side.thread.pk),
+            "runId": "matrix",
+            "messages": [{"id": "u1", "role": "user", "content": "hi"}],
+        },
+        reason="AG-UI stream (not read here); another team's thread: tests/api/test_agui.py",
+    ),
     "api-endpoint": _api(DETAIL, lambda side: {"endpoint_id": side.endpoint.slug}, API_DETAIL),
+    "api-mcp-server": _api(DETAIL, lambda side: {"server_id": side.mcp_server.slug}, API_DETAIL),
+    "api-mcp-server-check": _api(
+        ACTION, lambda side: {"server_id": side.mcp_server.slug}, POST, who="admin"
+    ),
     "api-endpoint-check": _api(
         ACTION, lambda side: {"endpoint_id": side.endpoint.slug}, POST, who="admin"
     ),
@@ -426,13 +494,28 @@ ENTRIES: dict[str, Entry] = {
     "api-replay-cancel": _api(ACTION, replay, POST, who="admin"),
     # --- schedules and notification routes: pages ------------------------------------------
     "runs:schedules": _page(LIST, shows=lambda side: side.schedule.name),
-    "runs:schedule-new": _page(LOOKUP, none, GET_POST, body=schedule_body, who="admin"),
+    # (operators create, change, pause, resume and run now their teams' schedules; deleting
+    # one is an admin's)
+    "runs:schedule-new": _page(LOOKUP, none, GET_POST, body=schedule_body),
     "runs:schedule-detail": _page(DETAIL, schedule),
-    "runs:schedule-edit": _page(ACTION, schedule, GET_POST, body=schedule_body, who="admin"),
-    "runs:schedule-pause": _page(ACTION, schedule, POST, who="admin"),
-    "runs:schedule-resume": _page(ACTION, schedule, POST, who="admin"),
-    "runs:schedule-run-now": _page(ACTION, schedule, POST, who="admin"),
+    "runs:schedule-edit": _page(ACTION, schedule, GET_POST, body=schedule_body),
+    "runs:schedule-pause": _page(ACTION, schedule, POST),
+    "runs:schedule-resume": _page(ACTION, schedule, POST),
+    "runs:schedule-run-now": _page(ACTION, schedule, POST),
     "runs:schedule-delete": _page(ACTION, schedule, POST, who="admin"),
+    # --- schedules: API ---------------------------------------------------------------------
+    "api-schedules": _api(
+        LIST,
+        shows=lambda side: side.schedule.name,
+        post=_api(LOOKUP, none, POST, body=api_schedule_body),
+    ),
+    "api-schedule": _api(  # the admin's: its DELETE (an operator's PATCH: test_schedules_api)
+        DETAIL, schedule, API_DETAIL, body=lambda side: {"priority": 7}, who="admin"
+    ),
+    "api-schedule-pause": _api(ACTION, schedule, POST),
+    "api-schedule-resume": _api(ACTION, schedule, POST),
+    "api-schedule-run-now": _api(ACTION, schedule, POST),
+    "api-schedule-runs": _api(DETAIL, schedule),
     "runs:notification-routes": _page(LIST, extra=lambda side: [route_row(side)], shows=route_row),
     "runs:notification-route-new": _page(LOOKUP, none, GET_POST, body=route_body, who="admin"),
     "runs:notification-route-edit": _page(ACTION, route, GET_POST, body=route_body, who="admin"),
@@ -488,6 +571,9 @@ ENTRIES: dict[str, Entry] = {
     "admin:agents_remoteendpoint_check_health": _page(
         ADMIN_ACTION, lambda side: {"object_id": side.endpoint.pk}, POST
     ),
+    "admin:agents_mcpserver_check": _page(
+        ADMIN_ACTION, lambda side: {"object_id": side.mcp_server.pk}, POST
+    ),
     "admin:agents_modelprovider_test_connection": _page(
         ADMIN_ACTION, lambda side: {"object_id": side.provider.pk}, POST
     ),
@@ -504,6 +590,7 @@ ENTRIES: dict[str, Entry] = {
 ADMIN_ROWS: dict[str, Callable[[Side], Any]] = {
     "agents.agent": lambda side: side.agent,
     "agents.remoteendpoint": lambda side: side.endpoint,
+    "agents.mcpserver": lambda side: side.mcp_server,
     "agents.modelprovider": lambda side: side.provider,
     "runs.thread": lambda side: side.thread,
     "runs.message": lambda side: side.thread.messages.order_by("pk").first(),
@@ -513,6 +600,7 @@ ADMIN_ROWS: dict[str, Callable[[Side], Any]] = {
     "runs.runevent": lambda side: side.run.events.order_by("seq").first(),
     "runs.schedule": lambda side: side.schedule,
     "operations.notificationsubscription": lambda side: side.subscription,
+    "operations.budget": lambda side: side.budget,
     "auth.user": lambda side: side.operator,
     "common.auditentry": lambda side: side.audit,
     "common.team": lambda side: side.team,

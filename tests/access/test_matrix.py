@@ -17,7 +17,7 @@ from django.urls import path, reverse
 from agents.models import Agent
 from common.access import forget
 from common.models import Membership, Team
-from runs.models import Decision, PendingInput, Run, Thread, Ticket
+from runs.models import Decision, PendingInput, Run, Schedule, Thread, Ticket
 
 from . import matrix as m
 from .routes import all_routes
@@ -156,6 +156,11 @@ def _snapshot(side: Side) -> tuple[Any, ...]:
             "frozen", "reason_required", "bulk_confirm_above", "name"
         )[0],
         sorted(Membership.objects.filter(team=side.team).values_list("user_id", "role")),
+        sorted(
+            Schedule.objects.filter(agent__team=side.team).values_list(
+                "name", "enabled", "priority", "next_run_at", "last_outcome"
+            )
+        ),
     )
 
 

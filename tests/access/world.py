@@ -11,6 +11,7 @@ import pytest
 from django.core.management import call_command
 
 from agents.models import ModelProvider, RemoteEndpoint
+from agents.models_mcp import McpServer
 from agents.selectors import agent_version_latest
 from common.access import forget
 from common.audit import Actor, audit_record
@@ -18,12 +19,14 @@ from common.models import ApiToken, AuditEntry
 from common.roles import ROLES
 from runs.accounts.models.saved_views import SavedView
 from runs.models import PendingInput, Run, Schedule, Thread, Ticket
+from runs.operations.models.budgets import Budget
 from runs.operations.models.failures import FailureGroup
 from runs.operations.models.notifications import (
     NotificationChannel,
     NotificationRule,
     NotificationSubscription,
 )
+from runs.operations.models.slack import SlackUserLink
 from runs.replays.models.replays import ReplaySet
 from runs.services.submission_flow import input_submit, run_start
 from tests.conftest import clear_process_caches
@@ -66,6 +69,9 @@ class Side:
     rule: NotificationRule
     token_id: int = 0
     token: str = ""
+    slack_link: Any = None  # the operator's linked Slack user (SlackUserLink)
+    budget: Any = None  # the team's daily budget (never reached: it holds nothing)
+    mcp_server: Any = None  # the team's MCP server (on a refused address: never reached)
 
     def markers(self) -> list[str]:
         """Strings that name this team's objects and nothing else: none of them may show
@@ -166,6 +172,16 @@ def build_world() -> World:
     for side in world.sides.values():
         side.token = token_for(side.operator, f"{side.slug}-token")
         side.token_id = ApiToken.objects.get(user=side.operator).pk
+        side.slack_link = SlackUserLink.objects.create(
+            user=side.operator, slack_team_id="T1", slack_user_id=f"U-{side.slug}", how="page"
+        )
+        side.budget = Budget.objects.create(team=side.team, token_limit=10**12)
+        side.mcp_server = McpServer.objects.create(
+            slug=f"{side.slug}-mcp",
+            name=f"{side.slug} mcp",
+            url="http://127.0.0.1:9/mcp",
+            team=side.team,
+        )
     world.alpha_admin = team_member("admin", "alpha", username="admin-alpha")
     world.alpha_admin.is_staff = True
     world.alpha_admin.save(update_fields=["is_staff"])

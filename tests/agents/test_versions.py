@@ -215,9 +215,10 @@ def test_seed_demo_publishes_v1_of_each_demo_agent_once():
         "helpdesk": 1,
         "manager": 1,
         "coordinator": 1,
+        "toolsmith": 1,  # with the demo MCP server's tools (docs/mcp.md)
     }
     call_command("seed_demo", verbosity=0, stdout=_Sink())
-    assert AgentVersion.objects.count() == 5
+    assert AgentVersion.objects.count() == 6
 
 
 class _Sink:

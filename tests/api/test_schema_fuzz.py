@@ -24,6 +24,7 @@ from schemathesis.checks import (
 )
 
 from agents.models import RemoteEndpoint
+from agents.models_mcp import McpServer
 from common.models import AuditEntry
 from runs.models import Message, Ticket
 from runs.services.submission_flow import input_submit
@@ -138,7 +139,12 @@ def hostile_world(db, settings):
             input_submit(agent=run.agent, messages="later", thread=run.thread).input.pk
         ),
         "view_id": "1",  # a saved view's id: any integer (the segments are not integers)
+        "budget_id": "1",  # a budget's id: any integer
         "set_id": str(uuid.uuid4()),  # a replay set's id: any UUID (the segments are not)
+        "schedule_id": str(uuid.uuid4()),  # likewise a schedule's
+        "server_id": McpServer.objects.create(
+            slug="tools", name="Tools", url="http://127.0.0.1:9/mcp"
+        ).slug,  # an MCP server (its check fails: a loopback address)
         "slug": "default",  # the default team (the run's agent's)
         "username": "root",
     }

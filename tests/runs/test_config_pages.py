@@ -1,6 +1,6 @@
 """The configuration pages (schedules, notification routes and channels) in the product's
-look: a team's admins manage their team's, operators and viewers read, another team's
-rows are a 404, a frozen team's wait for the freeze; shared routes and channels are the
+look: a team's operators and admins manage its schedules (only admins delete one), its
+admins its routes, viewers read (operators read routes), another team's rows are a 404, a frozen team's wait for the freeze; shared routes and channels are the
 site-wide admins'; channel URLs and secrets stay write-only; every change audited like
 the admin's; the admin's validation is the page's (an invalid cron expression is refused
 with the same message on both); the raw run tables of the admin are the superusers'."""
@@ -85,17 +85,27 @@ def test_the_list_shows_the_teams_schedules_and_the_actions_the_role_allows():
     assert reverse("runs:schedule-run-now", args=[red.pk]) in page
     assert reverse("runs:schedule-new") in page
     assert 'href="/schedules/"' in page  # the nav entry
-    for role in ("operator", "viewer"):
-        page = client_of(team_member(role, "red")).get(reverse("runs:schedules")).content.decode()
-        assert "red &lt;img src=x" in page
-        assert reverse("runs:schedule-pause", args=[red.pk]) not in page
-        assert reverse("runs:schedule-run-now", args=[red.pk]) not in page
-        assert reverse("runs:schedule-new") not in page
+    operator = client_of(team_member("operator", "red"))
+    page = operator.get(reverse("runs:schedules")).content.decode()
+    assert "red &lt;img src=x" in page and XSS not in page
+    for url in (
+        reverse("runs:schedule-pause", args=[red.pk]),
+        reverse("runs:schedule-run-now", args=[red.pk]),
+        reverse("runs:schedule-edit", args=[red.pk]),
+        reverse("runs:schedule-new"),
+    ):
+        assert url in page, url
+    page = client_of(team_member("viewer", "red")).get(reverse("runs:schedules")).content.decode()
+    assert "red &lt;img src=x" in page
+    assert reverse("runs:schedule-pause", args=[red.pk]) not in page
+    assert reverse("runs:schedule-run-now", args=[red.pk]) not in page
+    assert reverse("runs:schedule-new") not in page
 
 
-def test_another_teams_schedule_is_a_404_on_every_page_and_action():
+@pytest.mark.parametrize("role", ["operator", "admin"])
+def test_another_teams_schedule_is_a_404_on_every_page_and_action(role):
     blue = make("blue", name="blue-nightly")
-    admin = client_of(team_member("admin", "red"))
+    admin = client_of(team_member(role, "red"))
     assert admin.get(reverse("runs:schedule-detail", args=[blue.pk])).status_code == 404
     assert admin.get(reverse("runs:schedule-edit", args=[blue.pk])).status_code == 404
     for name in ("schedule-pause", "schedule-run-now", "schedule-delete"):
@@ -104,22 +114,58 @@ def test_another_teams_schedule_is_a_404_on_every_page_and_action():
     assert not AuditEntry.objects.filter(target_type="schedule").exists()
 
 
-def test_operators_and_viewers_read_but_may_not_change_pause_run_or_delete():
+def test_viewers_read_but_may_not_change_pause_run_or_delete():
     schedule = make("red")
-    for role in ("operator", "viewer"):
-        client = client_of(team_member(role, "red"))
-        page = client.get(reverse("runs:schedule-detail", args=[schedule.pk]))
-        assert page.status_code == 200 and "Last 10 runs" in page.content.decode()
-        assert client.get(reverse("runs:schedule-new")).status_code == 403
-        assert (
-            client.post(reverse("runs:schedule-new"), form_data(schedule.agent)).status_code == 403
-        )
-        assert client.get(reverse("runs:schedule-edit", args=[schedule.pk])).status_code == 403
-        for name in ("schedule-pause", "schedule-run-now", "schedule-delete"):
-            response = client.post(reverse(f"runs:{name}", args=[schedule.pk]))
-            assert response.status_code == 403, (role, name)
+    client = client_of(team_member("viewer", "red"))
+    page = client.get(reverse("runs:schedule-detail", args=[schedule.pk]))
+    assert page.status_code == 200 and "Last 10 runs" in page.content.decode()
+    assert client.get(reverse("runs:schedule-new")).status_code == 403
+    assert client.post(reverse("runs:schedule-new"), form_data(schedule.agent)).status_code == 403
+    assert client.get(reverse("runs:schedule-edit", args=[schedule.pk])).status_code == 403
+    for name in ("schedule-pause", "schedule-resume", "schedule-run-now", "schedule-delete"):
+        response = client.post(reverse(f"runs:{name}", args=[schedule.pk]))
+        assert response.status_code == 403, name
     assert fresh(schedule).enabled and not Run.objects.exists()
     assert not AuditEntry.objects.filter(target_type="schedule").exists()
+
+
+def test_an_operator_creates_edits_pauses_resumes_and_runs_now_but_may_not_delete():
+    agent = agent_of("red")
+    client = client_of(team_member("operator", "red", username="olga"))
+    assert client.get(reverse("runs:schedule-new")).status_code == 200
+    assert client.post(reverse("runs:schedule-new"), form_data(agent)).status_code == 302
+    schedule = Schedule.objects.get(name="morning report")
+    assert schedule.created_by.username == "olga"
+    detail = reverse("runs:schedule-detail", args=[schedule.pk])
+    page = client.get(detail).content.decode()
+    assert ">Pause</button>" in page and "Run now" in page
+    assert reverse("runs:schedule-edit", args=[schedule.pk]) in page
+    assert reverse("runs:schedule-delete", args=[schedule.pk]) not in page  # an admin's
+    edit = reverse("runs:schedule-edit", args=[schedule.pk])
+    assert client.get(edit).status_code == 200
+    assert client.post(edit, form_data(agent, name="renamed")).status_code == 302
+    assert client.post(reverse("runs:schedule-pause", args=[schedule.pk])).status_code == 302
+    assert not fresh(schedule).enabled
+    assert client.post(reverse("runs:schedule-resume", args=[schedule.pk])).status_code == 302
+    assert fresh(schedule).enabled and fresh(schedule).next_run_at is not None
+    assert client.post(reverse("runs:schedule-run-now", args=[schedule.pk])).status_code == 302
+    assert Run.objects.filter(schedule=schedule).count() == 1
+    refused = client.post(reverse("runs:schedule-delete", args=[schedule.pk]))
+    assert refused.status_code == 403
+    assert Schedule.objects.filter(pk=schedule.pk).exists()
+    actions = AuditEntry.objects.filter(target_type="schedule").order_by("id")
+    assert [(e.action, e.actor_label) for e in actions] == [
+        (action, "olga")
+        for action in (
+            "schedule.create",
+            "schedule.update",
+            "schedule.pause",
+            "schedule.resume",
+            "schedule.run_now",
+        )
+    ]
+    admin_page = client_of(team_member("admin", "red")).get(detail).content.decode()
+    assert reverse("runs:schedule-delete", args=[schedule.pk]) in admin_page
 
 
 def test_a_team_admin_creates_a_schedule_planned_and_audited_for_the_team():

@@ -55,7 +55,8 @@ TECHNICAL = sorted(
         "delegate_run:",
         "suspended: awaiting decision",
     }
-    - {"error"},  # the "error" event: a word (a failed run's badge is checked below)
+    - {"error", "budget"},  # words: the "error" event (a failed run's badge is checked
+    # below), the "budget" waiting reason (its pages say "Waiting: budget reached")
     key=len,
     reverse=True,
 )
@@ -279,6 +280,9 @@ NOT_PAGES = {
     "team-unfreeze": "POST",
     "team-member-set": "POST",
     "team-member-remove": "POST",
+    "slack-unlink": "POST",
+    "slack-link": "a signed link Slack shows (tests/test_slack_approvals.py opens it)",
+    "email-approval": "a signed e-mailed link (tests/test_email_approvals.py opens it)",
 }
 
 

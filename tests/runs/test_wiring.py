@@ -151,6 +151,10 @@ def test_the_database_gauges_are_the_declared_ones(settings):
         "awaken_runs_due_unclaimed",
         "awaken_notifications_retrying",  # runs.operations.metrics
         "awaken_notification_circuits_open",
+        "awaken_budget_spend_tokens",  # runs.operations.metrics.budget_gauges
+        "awaken_budget_spend_usd",
+        "awaken_budget_used_ratio",
+        "awaken_runs_waiting_budget",
     ]
     settings.AWAKEN_METRICS_DATABASE_GAUGES = ["runs.metrics.run_gauges"]
     names = [family.name for family in metrics.database_gauges.collect()]

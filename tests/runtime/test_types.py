@@ -177,6 +177,7 @@ def test_waiting_reason_json_is_snake_case() -> None:
         "external_event",
         "rate_limit",
         "manual_pause",
+        "budget",  # our addition (docs/budgets.md)
     }
 
 

@@ -9,7 +9,9 @@ from django.db import transaction
 
 from agents.errors import NothingToPublish
 from agents.models import Agent, Model, ModelProvider
+from agents.models_mcp import McpServer
 from agents.services.agents import agent_publish, agent_validate
+from agents.services.mcp import mcp_probe
 from common.audit import Actor
 
 DEMO_AGENTS: list[dict[str, Any]] = [
@@ -63,6 +65,19 @@ DEMO_AGENTS: list[dict[str, Any]] = [
         "delegates": ["approver"],
     },
 ]
+# An agent with the tools of the repository's MCP server (agents/mcp/demo_server.py, over
+# stdio: AWAKEN_MCP_STDIO_COMMANDS allows it as `demo`); reversing a text asks first.
+MCP_AGENT: dict[str, Any] = {
+    "slug": "toolsmith",
+    "name": "Toolsmith (MCP tools)",
+    "description": "Counts words and reverses texts with the demo MCP server's tools.",
+    "system_prompt": "Use your MCP tools on the user's text.",
+    "tools": ["mcp__demo__word_count", "mcp__demo__reverse_text"],
+    "permission": {
+        "default_behavior": "allow",
+        "rules": [{"tool": "mcp__demo__reverse_*", "behavior": "ask"}],
+    },
+}
 
 
 class Command(BaseCommand):
@@ -86,13 +101,14 @@ class Command(BaseCommand):
             slug="demo", defaults={"provider": provider, "upstream_model": "", "script": []}
         )
         agents = {}
-        for spec in DEMO_AGENTS:
+        specs = DEMO_AGENTS + ([MCP_AGENT] if self._mcp_demo_server() else [])
+        for spec in specs:
             fields = {k: v for k, v in spec.items() if k not in ("slug", "delegates")}
             agent, _ = Agent.objects.update_or_create(
                 slug=spec["slug"], defaults={**fields, "model": model}
             )
             agents[spec["slug"]] = agent
-        for spec in DEMO_AGENTS:
+        for spec in specs:
             agents[spec["slug"]].delegates.set([agents[d] for d in spec.get("delegates", [])])
         actor = Actor(label="seed_demo", source="cli")
         published = []
@@ -111,6 +127,21 @@ class Command(BaseCommand):
         if published:
             self.stdout.write(f"published: {', '.join(published)}")
 
+        self._admin_user(admin_username, reset_password)
+
+    def _mcp_demo_server(self) -> bool:
+        """The demo MCP server, checked (its tools listed); False (and a warning) when it
+        cannot be used, e.g. `demo` taken off AWAKEN_MCP_STDIO_COMMANDS."""
+        server, _ = McpServer.objects.update_or_create(
+            slug="demo",
+            defaults={"name": "Demo MCP server (stdio)", "transport": "stdio", "command": "demo"},
+        )
+        result = mcp_probe(server)
+        if not result.ok:
+            self.stderr.write(f"demo MCP server unusable, no toolsmith agent: {result.error}")
+        return result.ok
+
+    def _admin_user(self, admin_username: str, reset_password: bool) -> None:
         User = get_user_model()
         user = User.objects.filter(username=admin_username).first()
         if user is None or reset_password:

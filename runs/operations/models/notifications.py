@@ -22,16 +22,29 @@ class NotificationEvent(models.TextChoices):
         "failure_group.new",
         "a new kind of failure appears (or a resolved one again)",
     )
+    BUDGET_WARNING = "budget.warning", "a budget's spend reaches its warning level"
+    # not routed by rules or subscriptions: queued for the Slack app channels that posted
+    # a ticket's message, to update it once the ticket is decided, expires or is cancelled
+    TICKET_CLOSED = "ticket.closed", "a ticket posted to Slack is closed (its message updated)"
+
+
+# what rules and subscriptions may route (ticket.closed only follows a Slack message)
+ROUTABLE_EVENT_CHOICES = [
+    (value, label) for value, label in NotificationEvent.choices if value != "ticket.closed"
+]
 
 
 class NotificationChannel(models.Model):
-    """One destination: a signed JSON webhook, a Slack-compatible incoming webhook, or
-    email to fixed addresses. The URL (it may carry a token) and the signing secret are
-    stored encrypted and never shown again."""
+    """One destination: a signed JSON webhook, a Slack-compatible incoming webhook, a
+    Slack app (a bot posting to one Slack channel, with Approve / Reject / Answer buttons
+    on tickets: docs/approvals-slack-email.md), or email to fixed addresses. The URL (it
+    may carry a token), the signing secret and the bot token are stored encrypted and
+    never shown again."""
 
     class Kind(models.TextChoices):
         WEBHOOK = "webhook", "Webhook (signed JSON)"
         SLACK = "slack", "Slack incoming webhook"
+        SLACK_APP = "slack_app", "Slack app (buttons to decide tickets)"
         EMAIL = "email", "Email"
 
     name = models.CharField(max_length=100, unique=True, help_text="Shown in rules and logs.")
@@ -49,7 +62,18 @@ class NotificationChannel(models.Model):
     signing_secret_encrypted = models.TextField(
         blank=True,
         editable=False,
-        help_text="HMAC-SHA256 signing secret for webhooks, encrypted at rest.",
+        help_text="HMAC-SHA256 signing secret for webhooks (for a Slack app: the app's "
+        "signing secret, which Slack signs its requests with), encrypted at rest.",
+    )
+    bot_token_encrypted = models.TextField(
+        blank=True,
+        editable=False,
+        help_text="Slack app: the bot token (xoxb-...), encrypted at rest.",
+    )
+    slack_channel = models.CharField(
+        max_length=100,
+        blank=True,
+        help_text="Slack app: the Slack channel's id (C0123...) the bot posts to.",
     )
     email_to = models.TextField(blank=True, help_text="Email channel: recipients, comma-separated.")
     enabled = models.BooleanField(default=True, help_text="Disabled channels get nothing.")

@@ -15,6 +15,7 @@ from django.utils import timezone
 from django.utils.http import urlencode
 
 from agents.models import AgentVersion, Model, ModelProvider, RemoteEndpoint
+from agents.models_mcp import McpServer
 from runs.models import DELEGATE_TICKET_PREFIX, HourlyStat, Run, Ticket
 from runs.operations.models.failures import FailureGroup
 from runs.operations.selectors.failures import recent_failure_groups
@@ -150,7 +151,7 @@ class HealthRow:
     """A model provider or remote endpoint, its last check, and the runs that depend on it:
     running or waiting now, and failed (status_reason "error") in the last 24 hours."""
 
-    kind: str  # "provider" | "endpoint"
+    kind: str  # "provider" | "endpoint" | "mcp" (an MCP server: no run-list filter)
     slug: str
     name: str
     health: str
@@ -185,10 +186,13 @@ def dependency_health(
     endpoints = list(
         RemoteEndpoint.objects.filter(shown).only(*fields).order_by("slug")[:HEALTH_ROWS_MAX]
     )
-    if not providers and not endpoints:
+    mcp_servers = list(
+        McpServer.objects.filter(shown).only(*fields).order_by("slug")[:HEALTH_ROWS_MAX]
+    )
+    if not providers and not endpoints and not mcp_servers:
         return []
     since = now - FAILED_WINDOW
-    rows = _health_rows(providers, endpoints, since)
+    rows = _health_rows(providers, endpoints, since, mcp_servers)
     provider_of_model = dict(
         Model.objects.filter(provider__in=providers).values_list("slug", "provider__slug")
     )
@@ -215,13 +219,13 @@ def dependency_health(
 
 
 def _health_rows(
-    providers: list[Any], endpoints: list[Any], since: dt.datetime
+    providers: list[Any], endpoints: list[Any], since: dt.datetime, mcp_servers: list[Any]
 ) -> dict[tuple[str, str], HealthRow]:
     """A row per provider and endpoint, by (kind, slug), linking to its failed runs
     since `since`."""
     since_text = timezone.localtime(since).strftime("%Y-%m-%dT%H:%M")
     rows: dict[tuple[str, str], HealthRow] = {}
-    for kind, items in (("provider", providers), ("endpoint", endpoints)):
+    for kind, items in (("provider", providers), ("endpoint", endpoints), ("mcp", mcp_servers)):
         for item in items:
             rows[(kind, item.slug)] = HealthRow(
                 kind=kind,
@@ -254,6 +258,9 @@ def _add_counts(
             rows.get(("provider", provider_of_model.get(spec.get("model_id") or "") or "")),
             rows.get(("endpoint", spec.get("endpoint_id") or "")),
         ]
+        # an MCP server's row counts the runs of versions that froze one of its tools
+        servers = {entry.get("server") for entry in (spec.get("mcp_tools") or {}).values()}
+        targets += [rows.get(("mcp", str(server))) for server in sorted(servers, key=str)]
         for row in targets:
             if row is not None and status in bucket:
                 setattr(row, bucket[status], getattr(row, bucket[status]) + n)

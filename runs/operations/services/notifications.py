@@ -37,6 +37,7 @@ from common.audit import Actor, audit_record
 from common.errors import IllegalTransition, InvalidInput
 from runs.models import Run, Ticket
 from runs.operations.models.notifications import (
+    ROUTABLE_EVENT_CHOICES,
     NotificationChannel,
     NotificationDelivery,
     NotificationEvent,
@@ -48,7 +49,7 @@ logger = logging.getLogger(__name__)
 
 DRAIN_TASK = "runs.deliver_notifications"
 MAX_ARGUMENTS_CHARS = 4000  # larger tool arguments are left out of the payload
-EVENTS = {choice.value for choice in NotificationEvent}
+EVENTS = {value for value, _ in ROUTABLE_EVENT_CHOICES}  # not ticket.closed
 TICKET_EVENTS = {NotificationEvent.TICKET_OPENED, NotificationEvent.TICKET_DEADLINE_NEAR}
 
 
@@ -247,6 +248,11 @@ def _insert(rows: list[NotificationDelivery]) -> int:
     NotificationDelivery.objects.bulk_create(rows, ignore_conflicts=True)
     transaction.on_commit(kick_drain, robust=True)
     return len(rows)
+
+
+def outbox_insert(rows: list[NotificationDelivery]) -> int:
+    """Write outbox rows another module built (Slack message updates), as `_insert`."""
+    return _insert(rows)
 
 
 def notify_tickets(tickets: Iterable[Ticket], event: str) -> int:

@@ -31,7 +31,14 @@ from agents.secrets import SecretError, decrypt, encrypt
 from agents.services.address_guard import allow_private_hint, host_address_error
 from agents.tools.builtin.web import PinnedConnection, parse_http_url, tls_context
 from runs import metrics
-from runs.operations.models.notifications import NotificationChannel, NotificationDelivery
+from runs.models import Ticket
+from runs.operations.models.notifications import (
+    NotificationChannel,
+    NotificationDelivery,
+    NotificationEvent,
+)
+from runs.operations.services.email_links import approval_links
+from runs.operations.services.notify_slack import asks_for_answer, send_slack_app
 from runs.runtime.netguard import AddressRefusedError, vetted_addresses
 from runs.wording import run_status_text, say
 
@@ -258,10 +265,35 @@ def _send_webhook(channel: NotificationChannel, row: NotificationDelivery) -> Se
     return post_json(decrypt(channel.url_encrypted), body, headers)
 
 
-def _send_email(recipients: list[str], payload: dict[str, Any]) -> SendOutcome:
+def _decision_lines(payload: dict[str, Any], user_id: int | None) -> list[str]:
+    """A waiting ticket's e-mailed decision links (signed, single-use, expiring), as it
+    is when the e-mail is sent: none once it is closed."""
+    ticket_id = (payload.get("ticket") or {}).get("id")
+    if not ticket_id or payload.get("event") not in ("ticket.opened", "ticket.deadline_near"):
+        return []
+    ticket = (
+        Ticket.objects.filter(pk=ticket_id, status=Ticket.Status.PENDING)
+        .only("resume_mode", "ticket_id")
+        .first()
+    )
+    if ticket is None or ticket.child_run_id is not None:
+        return []
+    links = approval_links(ticket.pk, asks_for_answer(ticket), user_id)
+    hours = settings.AWAKEN_EMAIL_APPROVAL_SECONDS / 3600
+    return [
+        "",
+        f"Decide (each link asks you to confirm; it works once, for {hours:g} hours):",
+        *(f"  {label}: {url}" for label, url in links),
+    ]
+
+
+def _send_email(
+    recipients: list[str], payload: dict[str, Any], user_id: int | None = None
+) -> SendOutcome:
     title, lines = summary(payload)
     subject = " ".join(f"[Awaken Ops] {title}".split())[:200]  # one line: a header
-    body = "\n".join([*lines, "", f"Open the run: {payload.get('url', '')}", ""])
+    decide = _decision_lines(payload, user_id)
+    body = "\n".join([*lines, *decide, "", f"Open the run: {payload.get('url', '')}", ""])
     try:
         send_mail(subject, body, None, recipients, fail_silently=False)
     except Exception as exc:  # SMTP errors, refused connections: retried
@@ -278,6 +310,10 @@ def _send_to_channel(channel: NotificationChannel, row: NotificationDelivery) ->
         if not recipients:
             return SendOutcome(error="the channel has no recipients", permanent=True)
         return _send_email(recipients, row.payload)
+    if channel.kind == Kind.SLACK_APP:
+        return send_slack_app(channel, row, SendOutcome, slack_body)
+    if row.event == NotificationEvent.TICKET_CLOSED:  # only Slack app messages are updated
+        return SendOutcome(ok=True)
     url = decrypt(channel.url_encrypted)
     if not url:
         return SendOutcome(error="the channel has no URL: set one", permanent=True)
@@ -299,7 +335,7 @@ def _send_to_user(row: NotificationDelivery) -> SendOutcome:
             error=f"user {user.get_username()} has no email address: set one to get notifications",
             permanent=True,
         )
-    return _send_email([user.email], row.payload)
+    return _send_email([user.email], row.payload, user.pk)
 
 
 @metrics.counts_attempts

@@ -17,6 +17,9 @@ that the clocks skip (02:30 on the night they go forward) fires as much later as
 (03:30); a time that occurs twice (the night they go back) fires at its first occurrence,
 except for expressions whose hour field is `*` or `*/n`, which also fire in the repeated
 hour so that they keep their rhythm in real time.
+
+What a valid schedule is lives in schedule_rules.py (the admin, the pages and the API
+validate through it).
 """
 
 from __future__ import annotations
@@ -26,19 +29,24 @@ import logging
 import math
 from dataclasses import dataclass
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
-from croniter import CroniterBadDateError, CroniterError, croniter
+from croniter import CroniterError, croniter
 from django.db import IntegrityError, transaction
 from django.forms.models import model_to_dict
 from django.utils import timezone
 
-from agents.selectors import agent_version_latest
 from common.audit import Actor, audit_record
 from common.errors import Frozen, InvalidInput, ServiceError
 from common.teams import ensure_writable
 from runs.models import Run, Schedule
-from runs.services.creation import normalize_input_messages
+from runs.operations.services.schedule_rules import (
+    cron_error,
+    schedule_config_errors,
+    schedule_validate,
+    zone_for,
+)
+from runs.operations.services.schedule_rules import schedule_errors as schedule_errors
 from runs.services.submission import Origin, Submission, ThreadBusy
 from runs.services.submission_flow import submission_accept_within
 
@@ -52,72 +60,6 @@ MAX_COUNTED = 1000  # missed cron slots counted one by one; more are reported as
 # Far enough to see around any clock change (offsets of one zone differ by < 3 hours).
 DST_HORIZON = dt.timedelta(hours=3)
 BUSY = "skipped: previous run still open"
-CRON_FIELDS = "minute hour day-of-month month day-of-week"
-
-
-# --- validation ------------------------------------------------------------------------------
-
-
-def zone_for(name: str) -> ZoneInfo:
-    """The IANA time zone `name`, or InvalidInput saying what is wrong."""
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError, TypeError):
-        raise InvalidInput(
-            f"Unknown time zone {name!r}: use an IANA name such as UTC, Europe/Berlin or "
-            "America/New_York.",
-            {"timezone": [str(name)]},
-        ) from None
-
-
-def cron_error(expression: str) -> str | None:
-    """Why `expression` is not a usable five-field cron expression, or None."""
-    fields = expression.split()
-    if not fields:
-        return f"Enter a cron expression: five fields ({CRON_FIELDS}), e.g. */5 * * * *."
-    if len(fields) != 5:
-        return (
-            f"A cron expression has five fields ({CRON_FIELDS}); "
-            f"{expression.strip()!r} has {len(fields)}."
-        )
-    try:
-        croniter(expression, dt.datetime(2000, 1, 1), ret_type=dt.datetime).get_next()
-    except CroniterBadDateError:
-        return f"The cron expression {expression.strip()!r} never matches a date."
-    except (CroniterError, ValueError, KeyError) as exc:
-        return f"Invalid cron expression {expression.strip()!r}: {exc}."
-    return None
-
-
-def schedule_errors(schedule: Schedule) -> dict[str, str]:
-    """What is wrong with the schedule's timing, time zone or message, by field name."""
-    errors: dict[str, str] = {}
-    if schedule.kind == Schedule.Kind.CRON:
-        problem = cron_error(schedule.cron or "")
-        if problem:
-            errors["cron"] = problem
-    elif schedule.kind == Schedule.Kind.INTERVAL:
-        seconds = schedule.interval_seconds
-        if seconds is None or seconds < 1:
-            errors["interval_seconds"] = "An interval schedule needs a number of seconds (≥ 1)."
-    else:
-        errors["kind"] = f"Kind must be cron or interval, not {schedule.kind!r}."
-    try:
-        zone_for(schedule.timezone or "")
-    except InvalidInput as exc:
-        errors["timezone"] = exc.message
-    try:
-        normalize_input_messages(schedule.message or "")
-    except InvalidInput as exc:
-        errors["message"] = exc.message.replace("messages[0].content", "The message")
-    return errors
-
-
-def schedule_validate(schedule: Schedule) -> None:
-    """InvalidInput naming every problem (`details`: field -> message) if any."""
-    errors = schedule_errors(schedule)
-    if errors:
-        raise InvalidInput(" ".join(errors.values()), {k: [v] for k, v in errors.items()})
 
 
 # --- when -------------------------------------------------------------------------------------
@@ -365,6 +307,9 @@ def schedule_run_now(schedule: Schedule, actor: Actor) -> Run:
 
 
 def _set_enabled(schedule: Schedule, actor: Actor, enabled: bool, now: dt.datetime) -> Schedule:
+    """Pause or resume: a guarded update from the other state, audited. Pausing a paused
+    schedule (resuming a running one) changes nothing and records nothing, so a retried
+    request is harmless and a resume never moves a running schedule's next slot."""
     with transaction.atomic():
         current = (
             Schedule.objects.select_for_update(of=("self",))
@@ -372,11 +317,14 @@ def _set_enabled(schedule: Schedule, actor: Actor, enabled: bool, now: dt.dateti
             .get(pk=schedule.pk)
         )
         ensure_writable(current.agent.team_id)  # a frozen team's schedules stay as they are
+        if current.enabled == enabled:
+            return current
         before = {"enabled": current.enabled, "next_run_at": current.next_run_at}
-        current.enabled = enabled
-        current.next_run_at = first_slot(current, now) if enabled else None
-        current.updated_at = timezone.now()
-        current.save(update_fields=["enabled", "next_run_at", "updated_at"])
+        following = first_slot(current, now) if enabled else None
+        changes = {"enabled": enabled, "next_run_at": following, "updated_at": timezone.now()}
+        Schedule.objects.filter(pk=current.pk, enabled=not enabled).update(**changes)
+        for name, value in changes.items():
+            setattr(current, name, value)
         audit_record(
             actor=actor,
             action="schedule.resume" if enabled else "schedule.pause",
@@ -412,17 +360,6 @@ def schedule_plan(schedule: Schedule, now: dt.datetime | None = None) -> Schedul
 
 # kept from the row when a change is saved: a firing may have set them meanwhile
 FIRING_FIELDS = ("thread_id", "last_run_id", "last_run_at", "last_outcome")
-
-
-def schedule_config_errors(schedule: Schedule) -> dict[str, str]:
-    """What is wrong with a schedule about to be created or changed, by field name: its
-    timing, time zone and message (`schedule_errors`), and an agent never published. The
-    one validation of the admin's form, the schedules pages and the API."""
-    errors = schedule_errors(schedule)
-    agent = schedule.agent if schedule.agent_id else None
-    if agent is not None and agent_version_latest(agent) is None:
-        errors["agent"] = f"Agent '{agent.slug}' has no published version: publish it first."
-    return errors
 
 
 def schedule_snapshot(schedule: Schedule) -> dict[str, Any]:

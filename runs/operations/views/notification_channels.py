@@ -27,7 +27,7 @@ VIEW = "operations.view_notificationchannel"
 ADD = "operations.add_notificationchannel"
 CHANGE = "operations.change_notificationchannel"
 DELETE = "operations.delete_notificationchannel"
-SECRETS = ("url", "signing_secret")
+SECRETS = ("url", "signing_secret", "bot_token")
 WORDS = {
     "name": ("Name", "Shown in routes and logs."),
     "kind": ("Kind", ""),

@@ -18,10 +18,11 @@ from common.access import scope
 from common.audit import request_actor
 from common.errors import InvalidInput
 from runs.operations.models.notifications import (
-    NotificationEvent,
+    ROUTABLE_EVENT_CHOICES,
     NotificationRule,
     NotificationSubscription,
 )
+from runs.operations.models.slack import SlackUserLink
 from runs.operations.services.notifications import (
     deliveries_of,
     subscription_add,
@@ -35,7 +36,7 @@ VIEW_RULES = "operations.view_notificationrule"
 
 class SubscriptionForm(forms.Form):
     events = forms.MultipleChoiceField(
-        choices=NotificationEvent.choices, required=False, widget=forms.CheckboxSelectMultiple
+        choices=ROUTABLE_EVENT_CHOICES, required=False, widget=forms.CheckboxSelectMultiple
     )
     agent = forms.ModelChoiceField(
         queryset=Agent.objects.order_by("slug"), required=False, to_field_name="slug"
@@ -49,7 +50,7 @@ class SubscriptionForm(forms.Form):
         field.queryset = scope(Agent.objects.order_by("slug"), user, "team_id")  # user's teams
 
 
-def _context(request: HttpRequest, form: SubscriptionForm) -> dict[str, Any]:
+def notifications_context(request: HttpRequest, form: SubscriptionForm) -> dict[str, Any]:
     user: Any = request.user  # LoginRequiredMiddleware: always a signed-in user here
     can_read_rules = user.has_perm(VIEW_RULES)
     rules = (
@@ -64,7 +65,7 @@ def _context(request: HttpRequest, form: SubscriptionForm) -> dict[str, Any]:
     return {
         "nav": "notifications",
         "form": form,
-        "event_choices": NotificationEvent.choices,
+        "event_choices": ROUTABLE_EVENT_CHOICES,
         "agents": scope(Agent.objects.order_by("slug"), user, "team_id").values_list(
             "slug", "name"
         ),
@@ -74,13 +75,14 @@ def _context(request: HttpRequest, form: SubscriptionForm) -> dict[str, Any]:
         "deliveries": deliveries_of(user),
         "can_read_rules": can_read_rules,
         "rules": rules,
+        "slack_links": SlackUserLink.objects.filter(user=user).order_by("linked_at"),
     }
 
 
 def _subscribe_error(request: HttpRequest, error: FormError, **_: Any) -> HttpResponse:
     """The page with the error inside the form that was sent, the choices kept."""
     form = SubscriptionForm(shown_data(request.POST), user=request.user)  # as sent
-    context = _context(request, form)
+    context = notifications_context(request, form)
     return render_form_error(request, "runs/notifications.html", context, error)
 
 
@@ -90,7 +92,7 @@ def _subscribe_error(request: HttpRequest, error: FormError, **_: Any) -> HttpRe
 def notifications(request: HttpRequest) -> HttpResponse:
     if request.method != "POST":
         form = SubscriptionForm(None, user=request.user)
-        return render(request, "runs/notifications.html", _context(request, form))
+        return render(request, "runs/notifications.html", notifications_context(request, form))
     form = SubscriptionForm(request.POST, user=request.user)
     if not form.is_valid():
         raise InvalidInput("Check the form: " + "; ".join(_errors(form)))

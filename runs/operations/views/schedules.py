@@ -1,9 +1,10 @@
 """The schedules pages (docs/schedules.md): the schedules of the teams a user may see,
-each with its timing, next and last runs; a team's admins create, change, pause, resume,
-run now and delete them; operators and viewers read. The form and its validation are the
-admin's (runs/operations/schedule_forms.py), the work is the service's (runs/operations/services/schedules.py),
-every change audited there. A schedule of another team is a 404; a frozen team's
-schedules show their actions disabled, with why, and refuse them (409)."""
+each with its timing, next and last runs; a team's operators and admins create, change,
+pause, resume and run them now, its admins delete them; viewers read. The form and its
+validation are the admin's (runs/operations/schedule_forms.py), the work is the
+service's (runs/operations/services/schedules.py), every change audited there. A
+schedule of another team is a 404; a frozen team's schedules show their actions
+disabled, with why, and refuse them (409)."""
 
 from __future__ import annotations
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
@@ -179,6 +180,9 @@ class BackendParentContext:
 class BackendControl:
     cancellation_token: CancellationToken | None = None
     decisions_attached: bool = False
+    # asked before each step's inference: None, or the status reason the run waits with
+    # instead (e.g. "budget"); our addition (docs/budgets.md)
+    step_gate: Callable[[], str | None] | None = None
 
 
 @dataclass

@@ -66,6 +66,7 @@ class LocalBackend:
             decisions=request.decisions,
             background_results=request.background_results,
             background=True,
+            gate=request.control.step_gate,
         )
         return _backend_result(request.agent_id, loop.run())
 

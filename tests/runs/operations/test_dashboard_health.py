@@ -168,6 +168,6 @@ def test_the_panel_costs_the_same_queries_however_many_runs(viewer_client):
 
 def test_no_providers_or_endpoints_says_so(viewer_client):
     assert (
-        "No model providers or remote endpoints are configured."
+        "No model providers, remote endpoints or MCP servers are configured."
         in viewer_client.get(reverse("runs:dashboard")).content.decode()
     )

@@ -217,7 +217,8 @@ def test_database_gauges_cost_four_queries_and_are_cached(settings):
     with CaptureQueriesContext(connection) as queries:
         scraped = value("awaken_tickets_open", agent=second.slug, tool="write_note")
         opened = _gauges()
-    assert len(queries.captured_queries) == 4, [q["sql"] for q in queries.captured_queries]
+    # 4, and the budgets' read (none: no spend nor held-runs query; docs/budgets.md)
+    assert len(queries.captured_queries) == 5, [q["sql"] for q in queries.captured_queries]
     assert scraped == 0  # the process registry has no database gauges
     assert opened[("awaken_tickets_open", (first.slug, "write_note"))] == 1
     assert opened[("awaken_tickets_open", (second.slug, "write_note"))] == 2

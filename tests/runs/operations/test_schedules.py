@@ -17,6 +17,8 @@ from common.errors import IllegalTransition, InvalidInput
 from common.models import AuditEntry
 from runs.models import Run, Schedule
 from runs.operations.services import schedules as svc
+from runs.operations.services.schedule_rules import INTERVAL_MAX
+from runs.services.submission import priority_error
 from tests.factories import AgentFactory, scripted_agent, user_with_role
 from tests.runs.helpers import drive
 from tests.runs.helpers import schedule_form as form_data
@@ -166,6 +168,43 @@ def test_invalid_schedules_are_refused_with_a_message_on_the_field(fields, field
         svc.schedule_validate(schedule)
     assert message in raised.value.details[field][0]
     assert message in raised.value.message
+
+
+def test_the_configuration_rules_refuse_a_name_taken_a_bad_choice_a_priority_and_a_huge_interval():
+    taken = make(name="taken")
+    schedule = Schedule(
+        name="taken",
+        agent=taken.agent,
+        kind="interval",
+        interval_seconds=INTERVAL_MAX + 1,
+        timezone="UTC",
+        message="go",
+        thread_policy="sometimes",
+        catch_up="always",
+        priority=256,
+    )
+    errors = svc.schedule_config_errors(schedule)
+    assert errors == {
+        "name": "A schedule named 'taken' exists already: choose another name.",
+        "interval_seconds": f"An interval is at most {INTERVAL_MAX} seconds (about 68 years).",
+        "thread_policy": "Thread policy must be one of new, same, not 'sometimes'.",
+        "catch_up": "Catch up must be one of skip, once, not 'always'.",
+        "priority": priority_error(256),  # the submission's one priority rule
+    }
+    assert "name" not in svc.schedule_config_errors(taken)  # its own name is not taken
+    with pytest.raises(InvalidInput, match="exists already"):
+        svc.schedule_save(schedule, ADMIN)
+
+
+def test_pausing_a_paused_schedule_or_resuming_a_running_one_changes_and_records_nothing():
+    schedule = make()
+    planned = schedule.next_run_at
+    assert svc.schedule_resume(schedule, ADMIN, now=at(2031, 1, 1)).next_run_at == planned
+    svc.schedule_pause(schedule, ADMIN)
+    again = svc.schedule_pause(fresh(schedule), ADMIN)
+    assert again.enabled is False and fresh(schedule).enabled is False
+    actions = AuditEntry.objects.filter(target_id=str(schedule.pk)).values_list("action", flat=True)
+    assert list(actions) == ["schedule.pause"]
 
 
 def test_a_valid_schedule_passes():
@@ -511,8 +550,11 @@ def test_an_operator_cannot_reach_the_schedules_admin(operator_client):
         assert response.status_code == 302 and "/admin/login/" in response["Location"]
 
 
-def test_a_staff_operator_may_look_but_not_change_pause_or_run(staff_operator_client):
-    client = staff_operator_client
+def test_a_staff_viewer_may_look_but_not_change_pause_or_run(client):
+    user = user_with_role("viewer", "vic")
+    user.is_staff = True
+    user.save(update_fields=["is_staff"])
+    client.force_login(user)
     schedule = make()
     assert client.get(reverse("admin:runs_schedule_changelist")).status_code == 200
     page = client.get(reverse("admin:runs_schedule_change", args=[schedule.pk])).content.decode()
@@ -529,3 +571,35 @@ def test_a_staff_operator_may_look_but_not_change_pause_or_run(staff_operator_cl
     assert client.post(button).status_code == 403
     assert fresh(schedule).enabled and runs_of(schedule) == []
     assert not AuditEntry.objects.filter(target_type="schedule").exists()
+
+
+def test_a_staff_operator_adds_changes_pauses_and_runs_now_but_may_not_delete(
+    staff_operator_client,
+):
+    client = staff_operator_client
+    agent = scripted_agent([{"text": "ok"}])
+    assert client.get(reverse("admin:runs_schedule_add")).status_code == 200
+    assert client.post(reverse("admin:runs_schedule_add"), form_data(agent)).status_code == 302
+    schedule = Schedule.objects.get(name="morning report")
+    change = reverse("admin:runs_schedule_change", args=[schedule.pk])
+    page = client.get(change).content.decode()
+    assert "Run now" in page
+    delete = reverse("admin:runs_schedule_delete", args=[schedule.pk])
+    assert delete not in page  # deleting is an admin's
+    changelist = reverse("admin:runs_schedule_changelist")
+    assert "delete_selected" not in client.get(changelist).content.decode()
+    for action in ("pause", "run_now"):
+        client.post(changelist, {"action": action, "_selected_action": [str(schedule.pk)]})
+    assert not fresh(schedule).enabled and len(runs_of(schedule)) == 1
+    button = reverse("admin:runs_schedule_run_now", args=[schedule.pk])
+    assert client.post(button).status_code == 302
+    assert len(runs_of(schedule)) == 2
+    assert client.post(delete, {"post": "yes"}).status_code == 403
+    assert Schedule.objects.filter(pk=schedule.pk).exists()
+    actions = AuditEntry.objects.filter(target_type="schedule").values_list("action", flat=True)
+    assert sorted(actions) == [
+        "schedule.create",
+        "schedule.pause",
+        "schedule.run_now",
+        "schedule.run_now",
+    ]
