@@ -14,16 +14,13 @@ import json
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
-from mcp.shared.exceptions import MCPError
 
-from agents.mcp.client import Connection, McpTransportError, describe, list_tools
-from agents.mcp.tool import McpTool
 from agents.models import Health
 from agents.models_mcp import McpServer
 from agents.secrets import SecretError
@@ -35,6 +32,14 @@ from runs.runtime.ports import CancellationToken
 
 from .address_guard import allow_private_hint
 from .health import mcp_server_health_record
+
+if TYPE_CHECKING:
+    from agents.mcp.client import Connection
+    from agents.mcp.tool import McpTool
+
+# The MCP SDK (and agents.mcp, built on it) is imported where a server is contacted or a
+# run gets its tools, not at start-up: it costs every process ~35 MB and ~0.7 s to load,
+# and most never talk to an MCP server.
 
 logger = logging.getLogger(__name__)
 
@@ -153,6 +158,8 @@ def header_errors(headers: Any) -> str:
 
 def mcp_connection(server: McpServer) -> Connection:
     """The client's connection, secrets decrypted (build it at execution time only)."""
+    from agents.mcp.client import Connection  # noqa: PLC0415 (the SDK, on first use)
+
     headers = dict(server.stored_headers())
     token = server.token()
     if token:
@@ -237,6 +244,14 @@ def _contact(server: McpServer) -> tuple[list[dict[str, Any]], list[str], str]:
     if errors:
         where, message = next(iter(errors.items()))
         return [], [], f"{where}: {message}"
+    from mcp.shared.exceptions import MCPError  # noqa: PLC0415 (the SDK, on first use)
+
+    from agents.mcp.client import (  # noqa: PLC0415
+        McpTransportError,
+        describe,
+        list_tools,
+    )
+
     connection = mcp_connection(server)
     try:
         listed = aio.run(lambda: list_tools(connection), CancellationToken())
@@ -346,6 +361,8 @@ def mcp_tools_for_spec(spec: dict[str, Any]) -> dict[str, McpTool]:
     frozen: dict[str, dict[str, Any]] = spec.get("mcp_tools") or {}
     if not frozen:
         return {}
+    from agents.mcp.tool import McpTool  # noqa: PLC0415 (the SDK, on first use)
+
     slugs = {entry["server"] for entry in frozen.values()}
     servers = {server.slug: server for server in McpServer.objects.filter(slug__in=slugs)}
     connections: dict[str, tuple[Connection | None, str]] = {}

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-from ag_ui.core import BaseEvent, Interrupt
+from ag_ui.core import BaseEvent, Interrupt, RunAgentInput
 from ag_ui.encoder import EventEncoder
 from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
@@ -23,6 +23,14 @@ from rest_framework.request import Request
 
 from runs.api import stream
 from runs.api.agui_events import AguiTranslator, make_interrupt
+
+__all__ = [
+    "AguiTranslator",
+    "RunAgentInput",
+    "agui_finished_response",
+    "agui_stream_response",
+    "pending_interrupts",
+]
 from runs.models import Run, Ticket
 from runs.sql import release_connection
 

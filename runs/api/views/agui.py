@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ag_ui.core import ResumeEntry, RunAgentInput
 from django.db import IntegrityError
 from django.http import HttpResponse, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
@@ -36,14 +36,17 @@ from common.api.errors import error_responses
 from common.audit import Actor, request_actor
 from common.errors import DecisionConflict, Forbidden, InvalidInput, NotFound
 from runs import permissions as perms
-from runs.api.agui_events import AguiTranslator
-from runs.api.agui_stream import agui_finished_response, agui_stream_response, pending_interrupts
 from runs.api.stream import SseView
 from runs.api.views.lookups import allowed, get_agent
 from runs.models import Run, RunEvent, Thread, Ticket
 from runs.services.submission import Origin, Submission
 from runs.services.submission_flow import submission_accept
 from runs.services.tickets import decision_submit, normalize_decision_body, ticket_for_target
+
+if TYPE_CHECKING:
+    from ag_ui.core import ResumeEntry, RunAgentInput
+
+    from runs.api.agui_events import AguiTranslator
 
 SOURCE = "ag-ui"
 KEY_PREFIX = "ag-ui:"
@@ -78,12 +81,18 @@ RESUME_EXAMPLE = OpenApiExample(
 )
 
 
+def _protocol() -> Any:
+    """`runs.api.agui_stream`, and with it ag-ui-protocol and pydantic (about 20 MB a
+    process): loaded by the first AG-UI request, not by every process at start-up."""
+    return importlib.import_module("runs.api.agui_stream")
+
+
 def run_agent_input(data: Any) -> RunAgentInput:
     """The body as AG-UI's RunAgentInput, else a 400 naming the first bad field."""
     if not isinstance(data, dict):
         raise InvalidInput("the body must be an AG-UI RunAgentInput JSON object")
     try:
-        return RunAgentInput.model_validate(data)
+        return _protocol().RunAgentInput.model_validate(data)
     except ValueError as exc:  # pydantic's ValidationError
         errors: list[dict[str, Any]] = getattr(exc, "errors", lambda: [])()
         fields: dict[str, list[str]] = {}
@@ -214,7 +223,9 @@ class AguiRunView(SseView):
         after = 0 if outcome.created else run.last_event_seq
         if outcome.repeat:
             after = 0
-        return agui_stream_response(request, run, after=after, translator=_translator(data, run))
+        return _protocol().agui_stream_response(
+            request, run, after=after, translator=_translator(data, run)
+        )
 
     def resume(
         self, request: Request, thread: Thread, data: RunAgentInput, actor: Actor
@@ -229,12 +240,12 @@ class AguiRunView(SseView):
         run.refresh_from_db()
         translator = _translator(data, run)
         if run.status == Run.Status.WAITING:
-            interrupts = pending_interrupts(run.pk)
+            interrupts = _protocol().pending_interrupts(run.pk)
             if interrupts:  # others still wait: this AG-UI run ends on them at once
-                return agui_finished_response(
+                return _protocol().agui_finished_response(
                     run, [*translator.started(), *translator.interrupted(interrupts)]
                 )
-        return agui_stream_response(request, run, after=after, translator=translator)
+        return _protocol().agui_stream_response(request, run, after=after, translator=translator)
 
     @staticmethod
     def answer(request: Request, run: Run, entry: ResumeEntry, run_id: str, actor: Actor) -> Ticket:
@@ -269,16 +280,22 @@ class AguiRunView(SseView):
                 {"messages": ["no new user message"]},
             )
         translator = _translator(data, run)
-        interrupts = pending_interrupts(run.pk) if run.status == Run.Status.WAITING else []
+        interrupts = (
+            _protocol().pending_interrupts(run.pk) if run.status == Run.Status.WAITING else []
+        )
         if interrupts:
-            return agui_finished_response(
+            return _protocol().agui_finished_response(
                 run, [*translator.started(), *translator.interrupted(interrupts)]
             )
-        return agui_stream_response(request, run, after=run.last_event_seq, translator=translator)
+        return _protocol().agui_stream_response(
+            request, run, after=run.last_event_seq, translator=translator
+        )
 
 
 def _translator(data: RunAgentInput, run: Run) -> AguiTranslator:
-    return AguiTranslator(thread_id=data.thread_id, run_id=data.run_id, our_run_id=str(run.pk))
+    return _protocol().AguiTranslator(
+        thread_id=data.thread_id, run_id=data.run_id, our_run_id=str(run.pk)
+    )
 
 
 def _decision_body(entry: ResumeEntry) -> dict[str, Any]:
