@@ -31,7 +31,7 @@ def test_preview_by_policy_then_approve_all_reports_a_conflict(new_page):
     expect(page.locator("h1 .conn")).to_have_text("live")
     panel = page.locator("#inbox-policy")
     panel.locator("summary").click()
-    panel.get_by_label("Tool").select_option("write_note")
+    panel.locator("select[name=tool]").select_option("write_note")
     panel.get_by_label("Argument pattern").fill('title ~ "lunch*"')
     panel.get_by_role("button", name="Preview").click()
 

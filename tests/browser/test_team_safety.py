@@ -29,7 +29,7 @@ def test_a_bulk_decision_above_the_threshold_is_confirmed_first(new_page):
     expect(page.locator("h1 .conn")).to_have_text("live")
     panel = page.locator("#inbox-policy")
     panel.locator("summary").click()
-    panel.get_by_label("Tool").select_option("write_note")
+    panel.locator("select[name=tool]").select_option("write_note")
     panel.get_by_label("Argument pattern").fill('title ~ "lunch*"')
     panel.get_by_role("button", name="Preview").click()
     out = page.locator("#inbox-policy-out")
