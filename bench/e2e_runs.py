@@ -189,7 +189,9 @@ def breakdown(agent: Any, count: int) -> str:
         ids = [run_start(agent=agent, messages=f"breakdown {i}: 6*7?").pk for i in range(count)]
     timers = Timers()
     patches = [
-        mock.patch.object(execution, "run_claim", timers.wrap("claim", execution.run_claim)),
+        mock.patch.object(
+            execution, "run_claim_next", timers.wrap("claim", execution.run_claim_next)
+        ),
         mock.patch.object(execution, "run_release", timers.wrap("release", execution.run_release)),
         mock.patch.object(execution, "load_messages", timers.wrap("load", execution.load_messages)),
         mock.patch.object(

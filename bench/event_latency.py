@@ -112,11 +112,11 @@ def emit_system(run_id: Any, count: int) -> Emitted:
 
     emitted = Emitted()
     stamp: dict[str, int] = {}
-    original_send = realtime._send
+    original_send = realtime._group_send
 
-    def send(group: str, message: dict[str, Any]) -> None:
+    async def send(layer: Any, group: str, message: dict[str, Any]) -> None:
         """Instrumentation (this process only): when the run group's send returned."""
-        original_send(group, message)
+        await original_send(layer, group, message)
         if group.startswith("run."):
             stamp["group_sent_ns"] = time.time_ns()
 
@@ -141,7 +141,7 @@ def emit_system(run_id: Any, count: int) -> Emitted:
         if "group_sent_ns" in stamp:
             emitted.group_sent_ns[seq] = stamp["group_sent_ns"]
 
-    with mock.patch.object(realtime, "_send", send):
+    with mock.patch.object(realtime, "_group_send", send):
         return paced(count, emit, emitted)
 
 
