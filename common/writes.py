@@ -31,12 +31,17 @@ from django.db.models import Model
 from django.db.models.constants import OnConflict
 from django.db.models.sql import InsertQuery
 
+# PostgreSQL takes at most 65,535 parameters in one statement: a batch that would pass
+# this many is sent first (a checkpoint's writes are far below it)
+MAX_PARAMS = 30_000
+
 
 class WriteBatch:
     def __init__(self, using: str = DEFAULT_DB_ALIAS) -> None:
         self.using = using
         self.connection = connections[using]
         self.pending: list[tuple[str, Sequence[Any]]] = []
+        self.params = 0  # in `pending`
         self._sending = False
         self._wrapper: Any = None
 
@@ -55,7 +60,7 @@ class WriteBatch:
         if exc_type is None:
             self.send()
         else:
-            self.pending.clear()
+            self.pending, self.params = [], 0
 
     def _before_other_statement(
         self, execute: Any, sql: str, params: Any, many: bool, context: Any
@@ -66,7 +71,10 @@ class WriteBatch:
 
     def add(self, sql: str, params: Sequence[Any]) -> None:
         """Queue one write given as SQL (placeholders `%s`) and its parameters."""
+        if self.params + len(params) > MAX_PARAMS:
+            self.send()
         self.pending.append((sql, list(params)))
+        self.params += len(params)
 
     def insert(
         self,
@@ -107,7 +115,7 @@ class WriteBatch:
         """Send what is queued now (one statement on PostgreSQL)."""
         if not self.pending:
             return
-        pending, self.pending = self.pending, []
+        pending, self.pending, self.params = self.pending, [], 0
         if self.connection.vendor == "postgresql" and len(pending) > 1:
             *parts, (last, _) = pending
             with_parts = ", ".join(f"w{index} AS ({sql})" for index, (sql, _) in enumerate(parts))

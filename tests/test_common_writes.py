@@ -91,3 +91,12 @@ def test_inserted_instances_count_as_saved() -> None:
     with transaction.atomic(), WriteBatch() as batch:
         batch.insert([row])
     assert row._state.adding is False and row._state.db == "default"
+
+
+def test_a_batch_near_the_parameter_limit_is_sent_in_parts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("common.writes.MAX_PARAMS", 40)  # an audit row has 12 parameters
+    with CaptureQueriesContext(connection) as captured, transaction.atomic(), WriteBatch() as batch:
+        for index in range(5):
+            batch.insert([entry(f"part-{index}")])
+    assert AuditEntry.objects.filter(action__startswith="part-").count() == 5
+    assert len(writes(captured)) == (2 if connection.vendor == "postgresql" else 5)
