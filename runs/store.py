@@ -15,7 +15,7 @@ from collections import Counter
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F, Value
+from django.db.models import DurationField, F
 from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
@@ -32,14 +32,16 @@ from runs.runtime.ports import Checkpoint, LeaseLostError, VersionConflictError
 from runs.services import run_end, stats
 from runs.services.checkpoint_input import background_record, steer_deliver, wake_if_work_finished
 from runs.services.events import (
+    AGENT_TEAM,
+    RUN_ROW_FIELDS,
     apply_thread_projection,
     events_append,
-    run_reserving_seqs,
-    thread_projection,
+    seqs_reserved,
+    thread_write,
 )
 from runs.services.locks import retry_lock_conflicts
 from runs.services.ticket_open import tickets_open
-from runs.sql import release_connection, update_returning
+from runs.sql import Param, Params, prepared_update, release_connection
 
 
 def _ts(value: dt.datetime | None) -> int | None:
@@ -154,6 +156,51 @@ def load_open_tool_calls(run_id: Any) -> dict[str, rt.ToolCallState]:
     return states
 
 
+# the run's columns a checkpoint sets from its record, each from the parameter of its name
+RECORD_FIELDS = (
+    "status",
+    "status_reason",
+    "termination_reason",
+    "final_output",
+    "error_payload",
+    "waiting",
+    "input",
+    "output",
+    "steps",
+    "input_tokens",
+    "output_tokens",
+    "state",
+    "updated_at",
+)
+
+
+def _run_write(done: bool, lease: bool, fenced: bool) -> tuple[Any, dict[str, Any]]:
+    """A checkpoint's update of its run, with `Param`s (runs.sql.prepared_update).
+    `fenced`: only while this claim holds the lease (a sweep that took the run back for a
+    late renewal cleared it: nothing more is written). `lease`: renewed, by the database's
+    clock like every lease (runs.services.leases)."""
+    p = Params(Run)
+    held = Run.objects.filter(pk=p.id)
+    if fenced:
+        held = held.filter(attempt=p.attempt, lease_expires_at__isnull=False)
+    values: dict[str, Any] = {name: getattr(p, name) for name in RECORD_FIELDS}
+    values["started_at"] = Coalesce(F("started_at"), p.started_at)  # unless the row has one
+    values["last_event_seq"] = F("last_event_seq") + p("seqs", "last_event_seq")
+    if done:  # a finished run holds no lease: releasing it afterwards has nothing to do
+        # kept when already set: a finish is counted once (see `checkpoint`)
+        values.update(
+            finished_at=Coalesce(F("finished_at"), p.finished_at),
+            lease_owner="",
+            lease_expires_at=None,
+            due=False,
+        )
+    else:
+        values["finished_at"] = None
+        if lease:
+            values["lease_expires_at"] = Now() + Param("lease", DurationField())
+    return held, values
+
+
 class OrmCheckpointStore:
     """`announced`: the run's log already holds the `run_start` this activation emits
     first (the submission committed it, so a client sees the run begin at once); the
@@ -199,13 +246,8 @@ class OrmCheckpointStore:
         if self.announced and events and events[0]["event_type"] == "run_start":
             events = events[1:]
         fields = self._record_fields(checkpoint.record, now)
-        fields["started_at"] = Coalesce(F("started_at"), Value(fields["started_at"]))
-        held = Run.objects.filter(pk=self.run_id)
-        if self.attempt is not None:  # this claim, while it holds the lease (a sweep that
-            # took the run back for a late renewal cleared it: nothing more is written)
-            held = held.filter(attempt=self.attempt, lease_expires_at__isnull=False)
         with self.trace.checkpoint():
-            delivered = self._commit(checkpoint, events, fields, held, now)
+            delivered = self._commit(checkpoint, events, fields, now)
         release_connection()  # nothing is held while the run waits on its model next
         if self.timer is not None:  # committed: the finished calls' durations are written
             for state in checkpoint.tool_calls:
@@ -221,7 +263,6 @@ class OrmCheckpointStore:
         checkpoint: Checkpoint,
         events: list[Event],
         fields: dict[str, Any],
-        held: Any,
         now: dt.datetime,
     ) -> list[rt.Message] | None:
         """The checkpoint's transaction (run again, whole, if PostgreSQL ends it for a lock
@@ -230,13 +271,11 @@ class OrmCheckpointStore:
         one statement on PostgreSQL (common/writes.py), sent before the commit."""
         finishing = checkpoint.record.status is rt.RunStatus.DONE
         with transaction.atomic(), WriteBatch() as batch:
-            run = run_reserving_seqs(held, len(events), fields)
+            run = self._write_run(fields, len(events), finishing)
             if run is None:
                 raise LeaseLostError(f"run {self.run_id} was claimed by another worker")
             # the thread row is written once: message count guard and run pointers together
-            inputs_accepted = self._append_messages(checkpoint, thread_projection(run), batch)
-            if inputs_accepted is None:
-                inputs_accepted = apply_thread_projection(run)
+            inputs_accepted = self._append_messages(checkpoint, run, batch)
             tools, opened = self._save_tool_calls(run, checkpoint, now, batch)
             events_append(run, events, now=now, save_counter=False, batch=batch)
             if opened or self.replay:  # (a replay's policy decides every checkpoint's)
@@ -277,22 +316,35 @@ class OrmCheckpointStore:
             stats.apply_usage(tools, batch)  # last: the finished tool calls' counters, if any
         return delivered
 
-    def _append_messages(
-        self, checkpoint: Checkpoint, thread_updates: dict[str, Any], batch: WriteBatch
-    ) -> int | None:
-        """Append the new messages (queued in `batch`), guarded by the thread's committed
-        message count, and apply `thread_updates` to the thread in the same statement as the
-        guard. Returns the thread's `input_seq` (for `thread_deliver_next`); None: nothing
-        to add."""
+    def _write_run(self, fields: dict[str, Any], seqs: int, done: bool) -> Run | None:
+        """The run row from the checkpoint's record (`fields`), which locks it, fences the
+        claim and reserves `seqs` events' seqs: one prepared statement (runs.sql)."""
+        fenced = self.attempt is not None
+        lease = not done and bool(self.lease_seconds)
+        run = prepared_update(
+            ("checkpoint", done, lease, fenced),
+            lambda: _run_write(done, lease, fenced),
+            {
+                **fields,
+                "id": self.run_id,
+                "attempt": self.attempt,
+                "seqs": seqs,
+                "lease": dt.timedelta(seconds=self.lease_seconds or 0),
+            },
+            RUN_ROW_FIELDS,
+            extra=AGENT_TEAM,
+        )
+        return seqs_reserved(run, seqs)
+
+    def _append_messages(self, checkpoint: Checkpoint, run: Run, batch: WriteBatch) -> int | None:
+        """Write the run's thread pointers; with new messages, append them (queued in
+        `batch`), guarded by the thread's committed message count in the same statement
+        as the pointers. Returns the thread's `input_seq` (for `thread_deliver_next`)."""
         count = len(checkpoint.new_messages)
         if not count:
-            return None
+            return apply_thread_projection(run)
         expected = checkpoint.expected_message_count
-        updated = update_returning(
-            Thread.objects.filter(pk=checkpoint.thread_id, message_count=expected),
-            {"message_count": F("message_count") + count, **thread_updates},
-            ["input_seq"],
-        )
+        updated = thread_write(run, expected=expected, added=count)
         if updated is None:
             actual = (
                 Thread.objects.filter(pk=checkpoint.thread_id)
@@ -307,7 +359,7 @@ class OrmCheckpointStore:
         return updated.input_seq
 
     def _record_fields(self, record: rt.RunRecord, now: dt.datetime) -> dict[str, Any]:
-        done = record.status is rt.RunStatus.DONE
+        """The values of `_run_write`'s parameters that the record gives."""
         fields: dict[str, Any] = {
             "status": record.status.value,
             "status_reason": record.status_reason or "",
@@ -324,17 +376,10 @@ class OrmCheckpointStore:
             "output_tokens": record.output_tokens,
             "state": record.state.to_json() if record.state else None,
             "started_at": _dt(record.started_at) or now,  # unless the row has one
-            # kept when already set: a finish is counted once (see `checkpoint`)
-            "finished_at": Coalesce(F("finished_at"), Value(now)) if done else None,
+            "finished_at": now,
             "updated_at": now,
         }
-        fields = {name: without_nul(value) for name, value in fields.items()}
-        if done:  # a finished run holds no lease: releasing it afterwards has nothing to do
-            fields.update(lease_owner="", lease_expires_at=None, due=False)
-        elif self.lease_seconds:
-            # by the database's clock, like every lease (runs.services.leases)
-            fields["lease_expires_at"] = Now() + dt.timedelta(seconds=self.lease_seconds)
-        return fields
+        return {name: without_nul(value) for name, value in fields.items()}
 
     def _save_tool_calls(
         self, run: Run, checkpoint: Checkpoint, now: dt.datetime, batch: WriteBatch

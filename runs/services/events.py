@@ -20,7 +20,7 @@ from runs.realtime import broadcast_events
 from runs.runtime import events as ev
 from runs.runtime.loop import RunIdentity
 from runs.runtime.types import RunStatus
-from runs.sql import update_returning
+from runs.sql import Params, prepared_update, update_returning
 
 
 def run_summary(run: Run) -> dict[str, Any]:
@@ -107,6 +107,12 @@ def run_reserving_seqs(runs: QuerySet[Run], count: int, values: dict[str, Any]) 
         RUN_ROW_FIELDS,
         extra=AGENT_TEAM,
     )
+    return seqs_reserved(run, count)
+
+
+def seqs_reserved(run: Run | None, count: int) -> Run | None:
+    """The run row an update that added `count` to its `last_event_seq` returned, with
+    `last_event_seq` as it was before (where the reserved seqs start)."""
     if run is not None:
         run.last_event_seq -= count
     return run
@@ -199,17 +205,64 @@ def thread_projection(run: Run) -> dict[str, Any]:
     elif run.status == RunStatus.WAITING:
         updates.update(active_run=None, open_run=run.pk)
     else:  # done: clear the pointers only where they still point at this run
-        updates.update(
-            active_run=Case(When(active_run=run.pk, then=None), default=F("active_run")),
-            open_run=Case(When(open_run=run.pk, then=None), default=F("open_run")),
-        )
+        updates.update(_done_pointers(run.pk))
     return updates
+
+
+def _done_pointers(run: Any) -> dict[str, Any]:
+    return {
+        "active_run": Case(When(active_run=run, then=None), default=F("active_run")),
+        "open_run": Case(When(open_run=run, then=None), default=F("open_run")),
+    }
+
+
+def _thread_write(status: str, guarded: bool) -> tuple[QuerySet[Thread], dict[str, Any]]:
+    """`thread_projection` as a prepared statement (runs.sql.prepared_update): the run's
+    pointers for a run in `status`; `guarded`: the message-count guard and the messages
+    added, in the same statement."""
+    p = Params(Thread)
+    run = p("run", "latest_run")
+    threads = Thread.objects.filter(pk=p.id)
+    values: dict[str, Any] = {"latest_run": run, "updated_at": p.updated_at}
+    if status == RunStatus.RUNNING:
+        values.update(active_run=run, open_run=run)
+    elif status == RunStatus.DONE:
+        values.update(_done_pointers(run))
+    else:  # created, waiting
+        values.update(active_run=None, open_run=run)
+    if guarded:
+        threads = threads.filter(message_count=p("expected", "message_count"))
+        values["message_count"] = F("message_count") + p("added", "message_count")
+    return threads, values
+
+
+def thread_write(run: Run, *, expected: int | None = None, added: int = 0) -> Thread | None:
+    """Write the run's thread pointers (`thread_projection`), and with `expected` add
+    `added` messages to the thread's count, guarded by it. The thread with its
+    `input_seq` (inputs it ever accepted); None when the thread is gone or the guard
+    failed."""
+    status = run.status if run.status in _POINTER_SHAPES else RunStatus.WAITING
+    guarded = expected is not None
+    return prepared_update(
+        ("thread_write", status, guarded),
+        lambda: _thread_write(status, guarded),
+        {
+            "id": run.thread_id,
+            "run": run.pk,
+            "updated_at": timezone.now(),
+            "expected": expected,
+            "added": added,
+        },
+        ["input_seq"],
+    )
+
+
+# the run statuses whose pointers differ (created and waiting write the same)
+_POINTER_SHAPES = frozenset({RunStatus.RUNNING, RunStatus.DONE})
 
 
 def apply_thread_projection(run: Run) -> int | None:
     """Write the run's thread pointers; the thread's `input_seq` (inputs it ever accepted:
     none, no input can be queued on it), None when the thread is gone."""
-    thread = update_returning(
-        Thread.objects.filter(pk=run.thread_id), thread_projection(run), ["input_seq"]
-    )
+    thread = thread_write(run)
     return None if thread is None else thread.input_seq

@@ -20,7 +20,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
-from django.db.models import Case, F, Q, Subquery, UUIDField, Value, When
+from django.db.models import Case, DurationField, F, Q, Subquery, Value, When
 from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
@@ -34,7 +34,7 @@ from runs.services.events import (
     activation_close_interrupted,
     apply_thread_projection,
 )
-from runs.sql import update_returning
+from runs.sql import Param, Params, prepared_update, update_returning
 
 logger = logging.getLogger(__name__)
 
@@ -80,48 +80,60 @@ def run_claim_next(*, run_id: Any, worker: str) -> Run | None:
     sit in the broker. When it takes another run, `run_id`'s doorbell rings again. The
     choice and the claim are one statement: the run ahead (locked, skipping those another
     worker is taking) is the claim's target when there is one."""
-    ahead = _due_before(run_id).select_for_update(skip_locked=True, of=("self",)).values("pk")[:1]
-    target = Coalesce(Subquery(ahead), Value(run_id, output_field=UUIDField()))
-    run = run_claim(run_id=run_id, worker=worker, target=target)
+    run = run_claim(run_id=run_id, worker=worker, ahead=True)
     if run is not None and run.pk != uuid.UUID(str(run_id)):
         enqueue_on_commit(run_id)
     return run
 
 
-def run_claim(*, run_id: Any, worker: str, target: Any = None) -> Run | None:
-    """Take the run if it is due or its lease expired: one guarded update that answers the
-    claimed row (its `attempt` fences every later write of this worker). `target`: an
-    expression naming the run to take instead when due (`run_claim_next`); a recovery is
-    of `run_id` only."""
-    now = timezone.now()
-    take = {
+def _claim(how: str) -> tuple[Any, dict[str, Any]]:
+    """The claim's update, with `Param`s (runs.sql.prepared_update). `how`: "due" takes the
+    run when it is due and nobody holds it, "ahead" the same or the due run ahead of it
+    (`run_claim_next`), "recovery" a running run whose worker's lease expired."""
+    p = Params(Run)
+    run_id = p("run_id", "id")
+    take: dict[str, Any] = {
         "due": False,
-        "lease_owner": worker,
-        "lease_expires_at": _lease_until(),
+        "lease_owner": p.lease_owner,
+        "lease_expires_at": Now() + Param("lease", DurationField()),
         "attempt": F("attempt") + 1,
         "status": Run.Status.RUNNING,
         "status_reason": "",
         "waiting": None,
-        "started_at": Coalesce("started_at", Value(now)),
-        "updated_at": now,
+        "started_at": Coalesce("started_at", p("now", "started_at")),
+        "updated_at": p("now", "updated_at"),
     }
     open_runs = Run.objects.exclude(status=Run.Status.DONE)
+    if how == "recovery":
+        take["recoveries"] = F("recoveries") + 1
+        return open_runs.filter(
+            pk=run_id, status=Run.Status.RUNNING, lease_expires_at__lt=Now()
+        ), take
+    target: Any = run_id
+    if how == "ahead":
+        ahead = _due_before(run_id).select_for_update(skip_locked=True, of=("self",))
+        target = Coalesce(Subquery(ahead.values("pk")[:1]), run_id)
+    return open_runs.filter(pk=target, due=True).filter(
+        Q(lease_expires_at__isnull=True)
+        # a running run whose lease expired is a recovery (below)
+        | (Q(lease_expires_at__lt=Now()) & ~Q(status=Run.Status.RUNNING))
+    ), take
+
+
+def run_claim(*, run_id: Any, worker: str, ahead: bool = False) -> Run | None:
+    """Take the run if it is due or its lease expired: one guarded update that answers the
+    claimed row (its `attempt` fences every later write of this worker). `ahead`: take
+    the due run ahead of it instead when there is one (`run_claim_next`); a recovery is
+    of `run_id` only."""
+    args = {"run_id": run_id, "lease_owner": worker, "lease": _lease(), "now": timezone.now()}
+
+    def claim(how: str) -> Run | None:
+        return prepared_update(("claim", how), lambda: _claim(how), args, extra=AGENT_SLUG)
+
     with transaction.atomic(savepoint=False):
-        run = update_returning(
-            open_runs.filter(pk=run_id if target is None else target, due=True).filter(
-                Q(lease_expires_at__isnull=True)
-                # a running run whose lease expired is a recovery (below)
-                | (Q(lease_expires_at__lt=Now()) & ~Q(status=Run.Status.RUNNING))
-            ),
-            take,
-            extra=AGENT_SLUG,
-        )
+        run = claim("ahead" if ahead else "due")
         if run is None:  # a redelivered task finds its dead worker's run: a recovery
-            run = update_returning(
-                open_runs.filter(pk=run_id, status=Run.Status.RUNNING, lease_expires_at__lt=Now()),
-                {**take, "recoveries": F("recoveries") + 1},
-                extra=AGENT_SLUG,
-            )
+            run = claim("recovery")
             if run is not None:
                 activation_close_interrupted(run, LEASE_EXPIRED)
                 metrics.lease_recovered("redelivered")

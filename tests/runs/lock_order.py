@@ -50,7 +50,8 @@ class Transaction:
 
 
 def _row_id(sql: str, params: Any, table: str) -> str | None:
-    found = re.search(rf'"{table}"\."id" = %s', sql)
+    # (a prepared statement's parameter is compiled in parentheses: runs.sql.Param)
+    found = re.search(rf'"{table}"\."id" = \(?%s', sql)
     if found is None or not params:
         return None
     value = params[sql[: found.start()].count("%s")]
