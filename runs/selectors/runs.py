@@ -135,8 +135,7 @@ def run_list(*, filters: RunFilters, cursor: str | None = None, size: int = PAGE
         tool, minutes = filters.waiting_tool, filters.waiting_longer_than
         return longest_waiting_page(runs, tool, minutes, cursor, size)
     if filters.sort == LONGEST:  # finished runs by duration (runs.selectors.run_sort)
-        in_range = bool(filters.since or filters.until)
-        return longest_page(runs, cursor, size, in_range=in_range)
+        return longest_page(runs, cursor, size, since=filters.since, until=filters.until)
     scope = filters.scope
     if scope is not None:  # by the scope's own index (a failure group's links)
         return scope.page(runs, cursor, size)

@@ -10,6 +10,7 @@ from decimal import Decimal
 
 import pytest
 from django.db import connection
+from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
@@ -98,16 +99,23 @@ def test_longest_first_pages_by_duration_and_back(in_range):
     Run.objects.filter(pk=done_run("never").pk).update(started_at=None)
     every = Run.objects.all()
     expected = sorted(runs, key=lambda r: (-lengths[runs.index(r)], -r.pk.int))
-    first = longest_page(every, None, 3, in_range=in_range)
-    second = longest_page(every, first.next_cursor, 3, in_range=in_range)
-    third = longest_page(every, second.next_cursor, 3, in_range=in_range)
+    created = sorted(Run.objects.values_list("created_at", flat=True))
+    # (on PostgreSQL, a range read hour by hour: it spans two)
+    span = {"since": created[0] - dt.timedelta(minutes=90), "until": None} if in_range else {}
+
+    def page(cursor):
+        return longest_page(every, cursor, 3, **span)
+
+    first = page(None)
+    second = page(first.next_cursor)
+    third = page(second.next_cursor)
     got = [r.pk for page in (first, second, third) for r in page.items]
     assert got == [r.pk for r in expected]
     assert third.next_cursor is None
     assert [r.ran_for for r in first.items] == [dt.timedelta(seconds=s) for s in (90, 60, 45)]
-    back = longest_page(every, third.prev_cursor, 3, in_range=in_range)
+    back = page(third.prev_cursor)
     assert [r.pk for r in back.items] == [r.pk for r in second.items]
-    top = longest_page(every, back.prev_cursor, 3, in_range=in_range)
+    top = page(back.prev_cursor)
     assert top.first and [r.pk for r in top.items] == [r.pk for r in first.items]
 
 
@@ -122,6 +130,34 @@ def test_longest_first_within_a_creation_range_keeps_to_the_range():
     rest = run_list(filters=filters, cursor=page.next_cursor, size=3)
     assert [r.pk for r in rest.items] == [min(runs[1].pk, runs[3].pk)]
     assert rest.next_cursor is None
+
+
+def test_a_range_read_hour_by_hour_pages_as_the_whole_list_does():
+    """Runs over five hours, the longest of the range in different hours and some
+    outside it at both ends (on PostgreSQL the range is read hour by hour:
+    run_hour_longest_idx; elsewhere whole): the pages are those of the sorted range."""
+    start = timezone.now().replace(minute=40, second=0, microsecond=0) - dt.timedelta(hours=8)
+    made = []
+    for i, length in enumerate([7, 50, 3, 41, 90, 8, 66, 12, 2, 75, 30, 5, 58, 1]):
+        run = done_run(f"run {i}")
+        began = start + dt.timedelta(minutes=23 * i)  # 14 runs over five hours
+        Run.objects.filter(pk=run.pk).update(
+            created_at=began, started_at=began, finished_at=began + dt.timedelta(seconds=length)
+        )
+        made.append(Run.objects.annotate(ran_for=F("finished_at") - F("started_at")).get(pk=run.pk))
+    since, until = made[1].created_at, made[12].created_at  # runs 1..11: partial hours at both ends
+    inside = sorted(made[1:12], key=lambda r: (-r.ran_for, -r.pk.int))
+    filters = RunFilters(since=since, until=until, sort=LONGEST)
+    pages, cursor = [], None
+    while True:
+        page = run_list(filters=filters, cursor=cursor, size=3)
+        pages.append([r.pk for r in page.items])
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    assert [pk for page in pages for pk in page] == [r.pk for r in inside]
+    back = run_list(filters=filters, cursor=page.prev_cursor, size=3)
+    assert [r.pk for r in back.items] == pages[-2]
 
 
 def test_the_duration_header_sorts_the_list_and_keeps_the_filters(operator_client, monkeypatch):
