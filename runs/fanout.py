@@ -35,7 +35,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from runs.realtime import render_event_row
+from runs.realtime import BUNDLE, render_event_row
 
 logger = logging.getLogger(__name__)
 
@@ -208,7 +208,10 @@ class Topic:
 
     def _accept(self, message: dict[str, Any]) -> None:
         kind = message.get("type")
-        if kind == "run.events":
+        if kind == BUNDLE:  # several messages to the group, in order (runs.realtime.bundled)
+            for each in message.get("messages") or ():
+                self._accept(each)
+        elif kind == "run.events":
             if message.get("events"):
                 self._post(("events", list(message["events"])))
         elif kind == "run.live":

@@ -39,10 +39,25 @@ async def _member() -> tuple[Any, str]:
 
 
 async def _received(layer: Any, channel: str, count: int, timeout: float) -> list[int]:
-    return [
-        (await asyncio.wait_for(layer.receive(channel), timeout))["event"]["n"]
-        for _ in range(count)
-    ]
+    """The numbers of the first `count` messages received, bundles unpacked in order."""
+    got: list[int] = []
+    while len(got) < count:
+        message = await asyncio.wait_for(layer.receive(channel), timeout)
+        for each in message["messages"] if message["type"] == realtime.BUNDLE else [message]:
+            got.append(each["event"]["n"])
+    return got
+
+
+def test_what_was_queued_together_goes_as_one_message_per_group_in_order():
+    other = "run.other"
+    queued = [*_messages(3), (other, {"type": "run.changed", "run": {"id": "x"}})]
+    queued.append((GROUP, {"type": "run.events", "events": [{"seq": 1}]}))
+    out = realtime.bundled(queued)
+    assert [group for group, _ in out] == [GROUP, other]
+    bundle = out[0][1]
+    assert bundle["type"] == realtime.BUNDLE
+    assert [m["type"] for m in bundle["messages"]] == ["run.live"] * 3 + ["run.events"]
+    assert out[1][1] == {"type": "run.changed", "run": {"id": "x"}}  # alone: as it is
 
 
 def test_a_worker_thread_hands_its_broadcasts_to_the_serving_loop_in_order(settings):
@@ -123,4 +138,4 @@ def test_a_layer_that_cannot_be_reached_is_logged_never_raised(settings, caplog)
         broadcaster.send(_messages(2))  # returns at once: the commit is not held up
         broadcaster.flush(timeout=10)
     failed = [r for r in caplog.records if r.getMessage() == f"broadcast to {GROUP} failed"]
-    assert len(failed) == 2
+    assert len(failed) == 1  # the two messages went as one bundle
