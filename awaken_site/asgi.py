@@ -1,12 +1,11 @@
 import os
 
-from django.core.asgi import get_asgi_application
-
 from awaken_site import http_limits
+from awaken_site.asgi_handler import http_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "awaken_site.settings")
 http_limits.install()  # long addresses reach the app, which says what is too long
-django_asgi_app = get_asgi_application()
+django_asgi_app = http_application()  # one thread hop per request (asgi_handler.py)
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402

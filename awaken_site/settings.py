@@ -369,7 +369,10 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = env_str("TIME_ZONE", "UTC")
-USE_I18N = True
+# The product speaks English only and translates nothing: without the translation
+# machinery every number, date and "3 minutes ago" a page renders skips a language lookup
+# (about a tenth of rendering a page of 50 runs).
+USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"

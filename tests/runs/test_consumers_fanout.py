@@ -22,7 +22,7 @@ from django.contrib.auth.models import User
 
 from runs import consumers, fanout
 from runs.models import Run
-from runs.realtime import DASHBOARD_GROUP, run_group
+from runs.realtime import DASHBOARD_GROUP, bundled, run_group
 from runs.routing import websocket_urlpatterns
 from tests.factories import done_run, step_end_event, view_only_user
 from tests.processes import wait_for_async
@@ -135,6 +135,34 @@ def test_sockets_on_one_run_share_one_member_and_one_render_per_event(layer, mon
         await sockets[2].disconnect()
         await until_left(layer, group)
         assert layer.discards == 1
+
+    async_to_sync(scenario)()
+
+
+def test_a_bundle_reaches_the_sockets_as_its_messages_in_order(layer):
+    """What a worker queued for a run while its last send went out arrives as one bundle
+    (runs.realtime.bundled): the sockets get each message, in the bundle's order."""
+    run = done_run("hello there")
+    last = run.last_event_seq
+    group = run_group(run.pk)
+    live = {"event_type": "text_delta", "run_id": str(run.pk), "delta": "4"}
+    user = view_only_user()
+
+    async def scenario() -> None:
+        socket = await connect(f"/ws/runs/{run.pk}/?after_seq={last}", user)
+        messages = bundled(
+            [
+                (group, {"type": "run.live", "event": live}),
+                (group, {"type": "run.events", "events": [frame(run, last + 1)]}),
+            ]
+        )
+        assert len(messages) == 1
+        await layer.group_send(*messages[0])
+        first = await socket.receive_json_from(timeout=2)
+        second = await socket.receive_json_from(timeout=2)
+        assert first == {"type": "live", "event": live}
+        assert seqs_of(second) == [last + 1]
+        await socket.disconnect()
 
     async_to_sync(scenario)()
 
