@@ -40,7 +40,11 @@ def channel_layers(redis_url: str, connect_timeout: float) -> dict[str, Any]:
                         "health_check_interval": 30,
                     }
                 ],
-                "capacity": 500,
+                # messages waiting for one process: channels-redis keeps those of all a
+                # process's channels under one key, and drops what a group sends beyond
+                # the capacity (an SSE stream then waits for its next read of the log, up
+                # to 15 s). 500 was exceeded by one daphne following 256 busy runs.
+                "capacity": 10_000,
                 "group_expiry": 300,
             },
         }
