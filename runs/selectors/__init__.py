@@ -37,6 +37,7 @@ from runs.selectors.runs import (
     run_timeline,
     run_transcript,
     runs_for_list,
+    runs_for_rows,
 )
 from runs.selectors.threads import (
     agents_for_composer,
@@ -71,6 +72,7 @@ __all__ = [
     "run_timeline",
     "run_transcript",
     "runs_for_list",
+    "runs_for_rows",
     "seq_window",
     "thread_detail",
     "thread_list",

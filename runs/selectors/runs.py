@@ -127,10 +127,47 @@ def runs_for_list() -> QuerySet[Run]:
     return Run.objects.select_related("agent", "agent_version", "thread").defer(*LIST_DEFERRED)
 
 
-def run_list(*, filters: RunFilters, cursor: str | None = None, size: int = PAGE_SIZE) -> Page:
+# What a row of the runs list page reads (runs/templatetags/run_columns.py `run_row`) and
+# nothing more: a row was three model instances of every column, and building them was a
+# fifth of the page's time at 50 rows.
+ROW_FIELDS = (
+    "thread",
+    "agent",
+    "agent_version",
+    "parent_run",
+    "status",
+    "status_reason",
+    "steps",
+    "started_at",
+    "finished_at",
+    "input_tokens",
+    "output_tokens",
+    "input_price_per_million_usd",
+    "output_price_per_million_usd",
+    "open_tickets",
+    "created_at",
+    "agent__slug",
+    "agent__team",
+    "agent_version__number",
+    "thread__title",
+)
+
+
+def runs_for_rows() -> QuerySet[Run]:
+    return Run.objects.select_related("agent", "agent_version", "thread").only(*ROW_FIELDS)
+
+
+def run_list(
+    *,
+    filters: RunFilters,
+    cursor: str | None = None,
+    size: int = PAGE_SIZE,
+    rows: QuerySet[Run] | None = None,
+) -> Page:
     """Each filter maps onto an index ending in (created_at, id) (runs.models.Run.Meta), so
-    a page reads about `size` index entries whatever the table holds."""
-    runs = filter_runs(runs_for_list(), filters)
+    a page reads about `size` index entries whatever the table holds. `rows`: the runs with
+    what the caller reads of them loaded (default `runs_for_list`)."""
+    runs = filter_runs(runs_for_list() if rows is None else rows, filters)
     if filters.waiting_filter and filters.sort == LONGEST_WAITING:
         tool, minutes = filters.waiting_tool, filters.waiting_longer_than
         return longest_waiting_page(runs, tool, minutes, cursor, size)
@@ -229,7 +266,7 @@ def _versions_using(provider: str, endpoint: str, agent_id: int | None) -> list[
 
 
 def run_row(run_id: Any) -> Run | None:
-    run = runs_for_list().filter(pk=run_id).first()
+    run = runs_for_rows().filter(pk=run_id).first()
     if run is not None:
         list_row_extras([run])
     return run

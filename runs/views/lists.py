@@ -95,7 +95,9 @@ def run_list_context(request: HttpRequest, params: QueryDict | None = None) -> d
     problems = {**problems, **read.errors}
     filters.agent_ids = visible_agent_ids(request.user)  # the user's teams' runs only
     agents, tools = agent_filter_options(filters.agent_ids)  # agents, their tools
-    page = selectors.run_list(filters=filters, cursor=cursor, size=RUNS_PAGE)
+    page = selectors.run_list(
+        filters=filters, cursor=cursor, size=RUNS_PAGE, rows=selectors.runs_for_rows()
+    )
     selectors.list_row_extras(page.items)  # what each row waits on, its children: one query
     query = params.copy()
     query.pop("cursor", None)
